@@ -1,0 +1,133 @@
+// CPU attention throughput (docs/PERF.md, "KV cache (CPU)").
+//
+// FLOPs counted as 4 * Nq * Nk * head_dim per head (QK^T and PV, a
+// multiply-add = 2). Keys are laid out as the paged cache hands them to the
+// kernel: one span per page of 972 patch tokens, then the special stream.
+//
+//   BM_AttentionFullWindow/<threads>: one frame of 978 queries against a full
+//     window: (S + W) * 972 patch tokens + 6 specials per stored frame (72
+//     stored frames: 70,416 keys), 16 heads, head_dim 64.
+//   BM_AttentionSelf/<threads>: plain self-attention of one frame (978 x 978),
+//     the encoder's and the frame blocks' case.
+//   BM_Attention{Tiled,Rows,Naive}Small/<threads>: 128 queries x 8 frames of keys
+//     (7,824), where the naive double-precision reference still runs in seconds.
+#include "backend/cpu/attention.h"
+
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace lingbot::cpu;
+
+namespace {
+
+constexpr int kHeads = 16;
+constexpr int kHeadDim = 64;
+constexpr int kPatches = 972;
+constexpr int kSpecials = 6;
+constexpr int kTokensPerFrame = kPatches + kSpecials;
+
+struct Problem {
+  std::vector<float> q, k, v, out;
+  std::vector<KvSpan> spans;
+  int64_t nq = 0, nk = 0;
+};
+
+// `frames` frame pages of kPatches keys, then kSpecials * frames special keys.
+Problem make_problem(int64_t nq, int frames) {
+  Problem p;
+  p.nq = nq;
+  p.nk = int64_t{frames} * kTokensPerFrame;
+  const int64_t row = int64_t{kHeads} * kHeadDim;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  p.q.resize(static_cast<size_t>(nq * row));
+  p.out.resize(p.q.size());
+  p.k.resize(static_cast<size_t>(p.nk * row));
+  p.v.resize(p.k.size());
+  for (float& x : p.q) x = normal(rng);
+  for (float& x : p.k) x = normal(rng);
+  for (float& x : p.v) x = normal(rng);
+  int64_t at = 0;
+  for (int f = 0; f < frames; ++f, at += kPatches) {
+    p.spans.push_back({p.k.data() + at * row, p.v.data() + at * row, kPatches});
+  }
+  p.spans.push_back({p.k.data() + at * row, p.v.data() + at * row, int64_t{frames} * kSpecials});
+  return p;
+}
+
+Problem make_self(int64_t n) {
+  Problem p = make_problem(n, 1);
+  p.spans = {{p.k.data(), p.v.data(), n}};
+  p.nk = n;
+  return p;
+}
+
+void run(benchmark::State& state, Problem& p, detail::Kernel kernel, bool naive) {
+  const int threads = static_cast<int>(state.range(0));
+  omp_set_num_threads(threads);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  for (auto _ : state) {
+    if (naive) {
+      attention_reference(p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
+    } else {
+      detail::attention_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
+    }
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * kHeadDim * kHeads;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["Nq"] = static_cast<double>(p.nq);
+  state.counters["Nk"] = static_cast<double>(p.nk);
+}
+
+void BM_AttentionFullWindow(benchmark::State& state) {
+  static Problem p = make_problem(kTokensPerFrame, 72);
+  run(state, p, detail::Kernel::Auto, false);
+}
+void BM_AttentionSelf(benchmark::State& state) {
+  static Problem p = make_self(kTokensPerFrame);
+  run(state, p, detail::Kernel::Auto, false);
+}
+void BM_AttentionTiledSmall(benchmark::State& state) {
+  static Problem p = make_problem(128, 8);
+  run(state, p, detail::Kernel::Tiled, false);
+}
+void BM_AttentionRowsSmall(benchmark::State& state) {
+  static Problem p = make_problem(128, 8);
+  run(state, p, detail::Kernel::Rows, false);
+}
+void BM_AttentionNaiveSmall(benchmark::State& state) {
+  static Problem p = make_problem(128, 8);
+  run(state, p, detail::Kernel::Auto, true);
+}
+
+// Few queries (the camera head, a non-tiled shape): args = nq, kernel (0 tiled, 1 rows), 1 thread.
+void BM_AttentionFewQueries(benchmark::State& state) {
+  static Problem p = make_problem(8, 8);
+  Problem view = p;
+  view.nq = state.range(0);
+  const auto kernel = state.range(1) == 0 ? detail::Kernel::Tiled : detail::Kernel::Rows;
+  omp_set_num_threads(1);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  for (auto _ : state) {
+    detail::attention_with(kernel, view.q.data(), view.nq, view.spans, kHeads, kHeadDim, scale, view.out.data());
+    benchmark::DoNotOptimize(view.out.data());
+  }
+  const double flops = 4.0 * static_cast<double>(view.nq) * static_cast<double>(view.nk) * kHeadDim * kHeads;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+BENCHMARK(BM_AttentionFewQueries)->ArgsProduct({{1, 2, 4, 8}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionFullWindow)->Arg(1)->Arg(2)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionRowsSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionNaiveSmall)->Arg(1)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+
+BENCHMARK_MAIN();

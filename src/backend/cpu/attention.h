@@ -1,0 +1,54 @@
+// Softmax attention on the CPU over keys/values held in several spans.
+//
+// The keys of one attend() are wherever the cache keeps them: a span per page
+// (paged layout) or per frame / retained-token chunk (dense layout). The
+// kernel reads the spans in place; there is no gather copy. Plain
+// self-attention is one span holding the frame's own K/V.
+//
+// Shapes (row-major, contiguous):
+//   q, out:       [nq][num_heads][head_dim]
+//   span.k/.v:    [tokens][num_heads][head_dim]   (a row = num_heads*head_dim floats)
+//   out[i,h,:] = sum_j softmax_j(scale * q[i,h,:].k[j,h,:]) v[j,h,:]
+// over the tokens of all spans (a set: span order does not matter beyond
+// fp32 rounding). With no keys at all, out is zero (upstream's
+// compute_attention returns zeros for an empty cache).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace lingbot::cpu {
+
+struct KvSpan {
+  const float* k;  // [tokens][num_heads][head_dim]
+  const float* v;  // [tokens][num_heads][head_dim]
+  int64_t tokens;
+};
+
+// Multithreaded (OpenMP over heads x query tiles; one thread for tiny calls),
+// tiled, online softmax in fp32 (exp2 domain). q and out must not overlap.
+// Results do not depend on the thread count.
+void attention(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim,
+               float scale, float* out);
+
+// Same function, naive, single-threaded, accumulating in double: the
+// obviously-right twin for tests.
+void attention_reference(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
+                         int head_dim, float scale, float* out);
+
+namespace detail {
+// The kernels behind attention(), selectable for tests and benchmarks.
+//   Tiled: queries of one head in tiles of 16 lanes (AVX2+FMA builds; else = Rows)
+//   Rows:  one query row at a time, any head_dim, portable C++
+//   Auto:  Tiled when available and nq >= 4, else Rows
+enum class Kernel { Auto, Tiled, Rows };
+void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
+                    int head_dim, float scale, float* out);
+bool tiled_kernel_available();
+// Throws lingbot::Error for bad shapes, counts or null pointers.
+void check_arguments(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim,
+                     const float* out);
+int64_t total_keys(std::span<const KvSpan> kv);
+}  // namespace detail
+
+}  // namespace lingbot::cpu

@@ -1,0 +1,86 @@
+// Dense KV store on the CPU (float32): upstream's SDPA cache, the truth.
+//
+// Per block, exactly the two lists of the semantics (kv/window_policy.h):
+//   frames:   every token of each listed frame, in a frame slot
+//             [tokens_per_frame][num_heads][head_dim] (K and V)
+//   retained: the special tokens of evicted frames, appended in eviction order
+// attend() reads retained tokens, then the listed frames, then (non-keyframe)
+// the step's own frames, all in place.
+//
+// Memory: frame slots live in slabs of `frames_per_slab` slots, laid out
+// [kv][slot][token][head][dim] so that frames in consecutive slots are
+// contiguous and attention reads them as one span (the camera head's
+// 1-token frames). Slot ids come from a PagePool (growth = one slab), shared
+// by all blocks; a non-keyframe's frames take temporary slots returned at
+// end_step. Retained tokens live in chunks of `retained_chunk_tokens`.
+// Everything is allocated on first use, per block, and freed by reset().
+#pragma once
+
+#include "backend/cpu/attention.h"
+#include "kv/kv_cache.h"
+#include "kv/page_pool.h"
+#include "kv/step_tracker.h"
+#include "kv/window_policy.h"
+
+#include <deque>
+#include <vector>
+
+namespace lingbot::cpu {
+
+class DenseKvCache final : public kv::KvCache {
+ public:
+  DenseKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks);
+
+  void begin_step(int num_frames, bool store) override;
+  void append(int block, const Tensor& k, const Tensor& v) override;
+  void attend(int block, const Tensor& q, Tensor& out) override;
+  void end_step() override;
+  void reset() override;
+  kv::CacheStats stats() const override;
+  const kv::TokenLayout& layout() const override { return layout_; }
+  const kv::CacheConfig& config() const override { return config_; }
+  int num_blocks() const override { return steps_.num_blocks(); }
+  bool in_step() const override { return steps_.in_step(); }
+  std::pair<Tensor, Tensor> gather_visible(int block) const override;
+
+  int32_t frames_per_slab() const { return frames_per_slab_; }
+
+ private:
+  struct BlockMemory {
+    std::vector<Tensor> slabs;     // [2][frames_per_slab][tokens_per_frame][H][D]
+    std::vector<Tensor> retained;  // [2][retained_chunk_tokens][H][D]
+    int64_t retained_written = 0;  // tokens written to `retained`
+  };
+  struct Evicted {
+    int32_t slot;
+    bool retained;
+  };
+
+  float* slot_k(const BlockMemory& mem, int32_t slot) const;
+  float* retained_k(const BlockMemory& mem, int64_t token) const;  // K of a retained token
+  void ensure_slabs(BlockMemory& mem, int32_t slots);
+  void ensure_retained(BlockMemory& mem, int64_t tokens);
+  // The visible keys of a block: retained, listed frames, then the step's temporary frames.
+  std::vector<KvSpan> visible_spans(int block) const;
+
+  kv::CacheConfig config_;
+  kv::TokenLayout layout_;
+  kv::WindowPolicy window_;
+  kv::StepTracker steps_;
+  kv::PagePool slots_;
+  int32_t frames_per_slab_ = 1;
+  int64_t retained_chunk_tokens_ = 1;
+  int64_t frame_floats_ = 0;  // tokens_per_frame * num_heads * head_dim (one of K, V)
+
+  std::deque<int32_t> frame_slots_;  // slot of each listed frame, list order
+  std::vector<BlockMemory> blocks_;
+  int64_t bytes_reserved_ = 0;  // all blocks' slabs and retained chunks
+
+  // The open step.
+  std::vector<int32_t> step_slots_;  // slots of the step's frames (stored or temporary), frame order
+  std::vector<Evicted> step_evicted_;
+  int64_t step_retained_start_ = 0;  // where this step's retained tokens begin
+  int32_t saved_slot_pool_ = 0;
+};
+
+}  // namespace lingbot::cpu

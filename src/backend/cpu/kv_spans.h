@@ -1,0 +1,21 @@
+// What the CPU KV stores share: running attention over the spans of visible
+// keys with a KvCache's tensor checks, and copying those spans out.
+#pragma once
+
+#include "backend/cpu/attention.h"
+#include "core/tensor.h"
+#include "kv/kv_cache.h"
+
+#include <span>
+#include <utility>
+
+namespace lingbot::cpu {
+
+// Checks q/out ([nq, num_heads, head_dim] float32 CPU, same shape, distinct
+// memory) and runs attention() with scale 1/sqrt(head_dim).
+void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, const Tensor& q, Tensor& out);
+
+// Copies the spans' keys and values, in order, into two [n, num_heads, head_dim] tensors.
+std::pair<Tensor, Tensor> gather_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans);
+
+}  // namespace lingbot::cpu

@@ -1,0 +1,57 @@
+// Paged KV store on the CPU (float32): upstream's two-stream FlashInfer
+// layout, executed from the PagePlanner's step plans (kv/page_planner.h).
+//
+// Per block, one page pool: pages [kv][page_size][num_heads][head_dim]
+// (kv/page_table.h PageGeometry), kept in chunks of `pool_growth_pages` pages
+// so the pool grows without moving pages. append() executes the plan's row
+// writes and slot copies for that block; attend() hands the visible pages to
+// cpu::attention as one span per page, read in place. Nothing is allocated
+// before the first step; reset() frees everything.
+#pragma once
+
+#include "backend/cpu/attention.h"
+#include "kv/kv_cache.h"
+#include "kv/page_planner.h"
+#include "kv/step_tracker.h"
+
+#include <vector>
+
+namespace lingbot::cpu {
+
+class PagedKvCache final : public kv::KvCache {
+ public:
+  PagedKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks);
+
+  void begin_step(int num_frames, bool store) override;
+  void append(int block, const Tensor& k, const Tensor& v) override;
+  void attend(int block, const Tensor& q, Tensor& out) override;
+  void end_step() override;
+  void reset() override;
+  kv::CacheStats stats() const override;
+  const kv::TokenLayout& layout() const override { return layout_; }
+  const kv::CacheConfig& config() const override { return config_; }
+  int num_blocks() const override { return steps_.num_blocks(); }
+  bool in_step() const override { return steps_.in_step(); }
+  std::pair<Tensor, Tensor> gather_visible(int block) const override;
+
+  const kv::PagePlanner& planner() const { return planner_; }
+
+ private:
+  struct BlockMemory {
+    std::vector<Tensor> chunks;  // [pool_growth_pages][2][page_size][H][D]
+  };
+
+  float* page_k(const BlockMemory& mem, int32_t page) const;  // V = K + geometry_.v_offset()
+  void ensure_pages(BlockMemory& mem, int32_t pages);
+  std::vector<KvSpan> spans_of(int block, const kv::PageTable& table) const;
+
+  kv::CacheConfig config_;
+  kv::TokenLayout layout_;
+  kv::PagePlanner planner_;
+  kv::StepTracker steps_;
+  kv::PageGeometry geometry_;
+  std::vector<BlockMemory> blocks_;
+  int64_t bytes_reserved_ = 0;  // all blocks' chunks
+};
+
+}  // namespace lingbot::cpu
