@@ -115,6 +115,14 @@ class KvCache {  // the caches of `num_blocks` attention blocks that share one s
   virtual void attend(int block, const Tensor& q, Tensor& out) = 0;
   // Ends the step; throws (leaving the step open) if a block was not appended.
   virtual void end_step() = 0;
+  // CUDA graphs: the device part of the current step was replayed from a
+  // recording, so every block's append and attend ran on the device without
+  // the host calling them. Marks them done, so that end_step() proceeds.
+  // Only device stores whose kernels read the step plan from device memory
+  // can be replayed; the default refuses.
+  virtual void note_replayed_step() {
+    fail("this KV cache cannot be driven by a replayed graph (layout {})", "cpu");
+  }
   virtual void reset() = 0;         // new video: empty, every page returned, memory released
   virtual CacheStats stats() const = 0;
   virtual const TokenLayout& layout() const = 0;

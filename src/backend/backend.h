@@ -1,0 +1,157 @@
+// The compute backend: the one boundary between the model and a device.
+//
+// model/ is written once against this interface; backend/cpu and
+// backend/cuda implement it. An op knows tensors, shapes and arithmetic, not
+// which layer of which network calls it. All tensors passed to an op live on
+// the backend's device and are contiguous; outputs are preallocated by the
+// caller (see model/workspace.h), so a frame step allocates nothing once
+// warmed up — which is what lets the CUDA backend capture it as a graph.
+//
+// Shapes are written [rows, cols] for 2-D row-major data: a "token matrix"
+// is [tokens, channels], images and feature maps are NCHW.
+#pragma once
+
+#include "core/tensor.h"
+#include "kv/kv_cache.h"
+
+#include <array>
+#include <memory>
+#include <string>
+
+namespace lingbot {
+
+enum class Activation { None, Gelu, Relu };
+
+// Rotary position embedding applied to each head vector of q and k.
+// Row r of cos/sin ([rows, head_dim/2], float32) holds the rotation of token
+// r; a token t of the input uses row t % rows, so one frame's table serves
+// every frame of a batch. `pairs` says which two elements of a head vector
+// one angle rotates:
+//   HalfSplit  (upstream's 2D RoPE): the head vector is two halves (y, x),
+//              each half of size h rotates element i with i + h/2, i < h/2;
+//              angle j < D/4 belongs to the first half, the rest to the second.
+//   Interleaved (upstream's 3D RoPE): angle j rotates elements 2j and 2j+1.
+struct RopeTable {
+  enum class Pairs { HalfSplit, Interleaved };
+  Tensor cos;  // [rows, head_dim / 2] on the backend's device
+  Tensor sin;
+  Pairs pairs = Pairs::HalfSplit;
+};
+
+// Optional per-head LayerNorm of q and k (upstream's qk-norm).
+struct QkNorm {
+  const Tensor* q_weight = nullptr;  // [head_dim]
+  const Tensor* q_bias = nullptr;
+  const Tensor* k_weight = nullptr;
+  const Tensor* k_bias = nullptr;
+  float eps = 1e-5f;
+};
+
+// Copy of `rows` rows of `cols` elements, repeated over `batches`:
+//   dst[(dst_offset + b*dst_batch_stride + r) * cols + c] =
+//   src[(src_offset + b*src_batch_stride + r) * cols + c]
+// (strides in rows; a zero source stride broadcasts one block to every batch).
+struct RowCopy {
+  int64_t batches = 1;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t src_offset = 0;
+  int64_t src_batch_stride = 0;
+  int64_t dst_offset = 0;
+  int64_t dst_batch_stride = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // "cpu (8 threads, OpenBLAS)", "cuda (NVIDIA H200)"
+
+  // ---- memory -------------------------------------------------------------
+  virtual Tensor alloc(const Shape& shape, DType dtype) = 0;  // uninitialised
+  // Host tensor (any float dtype) -> new device tensor of `dtype`.
+  virtual Tensor upload(const Tensor& host, DType dtype) = 0;
+  // Host -> existing device tensor of the same shape (converting dtype).
+  virtual void upload_into(const Tensor& host, Tensor& device) = 0;
+  // Device tensor -> new host float32 tensor.
+  virtual Tensor download(const Tensor& device) = 0;
+  virtual void fill(Tensor& t, float value) = 0;
+  // Device-to-device copy converting the element type (same element count).
+  virtual void convert(const Tensor& src, Tensor& dst) = 0;
+  virtual void synchronize() = 0;
+  // Device memory in use now, in bytes (0 where not meaningful, e.g. the CPU).
+  virtual size_t device_memory_in_use() const { return 0; }
+  // The dtype of the transformer stacks' residual stream. float32 on every
+  // backend (as under PyTorch autocast): blocks read it through LayerNorm
+  // into compute_dtype() matrix products and add their outputs back in float32.
+  virtual DType residual_dtype() const { return DType::F32; }
+  // The activation dtype of the big transformer stacks on this backend.
+  virtual DType compute_dtype() const = 0;
+
+  // ---- CUDA graphs ---------------------------------------------------------
+  // The device work of a frame step, recorded once and replayed: between
+  // begin_capture() and end_capture() ops are recorded, not run. A backend
+  // without graphs keeps these no-ops and the caller runs the ops directly.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture() {}
+  virtual std::shared_ptr<void> end_capture() { return nullptr; }
+  virtual void replay(const std::shared_ptr<void>& graph) {}
+
+  // A KV cache whose storage lives on this device.
+  virtual std::unique_ptr<kv::KvCache> make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
+                                                     const kv::TokenLayout& tokens, int num_blocks) = 0;
+
+  // ---- dense layers -------------------------------------------------------
+  // out[N, M] = act(x[N, K] w[M, K]^T + b[M]). b may be null.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out,
+                      Activation act = Activation::None) = 0;
+  // residual[N, M] += gamma[M] * (x[N, K] w[M, K]^T + b[M]). gamma may be null (= 1).
+  // The transformer's "x = x + ls(proj(attn))" in one call.
+  virtual void linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
+                               Tensor& residual) = 0;
+  // out[N, C] = LayerNorm over C; w and b may be null (no affine).
+  virtual void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) = 0;
+
+  // ---- attention ----------------------------------------------------------
+  // qkv[N, 3 * H * D] (q | k | v, heads inside each) -> q, k, v [N, H * D],
+  // with optional per-head LayerNorm of q and k and then optional RoPE.
+  virtual void split_qkv(const Tensor& qkv, int num_heads, int head_dim, const QkNorm* norm,
+                         const RopeTable* rope, Tensor& q, Tensor& k, Tensor& v) = 0;
+  // Self-attention inside each of `groups` equal groups of tokens:
+  // q, k, v, out [groups * n, H * D]; softmax scale 1/sqrt(D).
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads,
+                         int head_dim, Tensor& out) = 0;
+
+  // ---- element-wise and data movement -------------------------------------
+  virtual void copy_rows(const Tensor& src, Tensor& dst, const RowCopy& copy) = 0;
+  // out[N, Ca + Cb] = [a | b] per row.
+  virtual void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // x += y, where y's element count divides x's (y repeats over x's leading dims).
+  virtual void add_broadcast(Tensor& x, const Tensor& y) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;  // may alias
+  virtual void relu(const Tensor& x, Tensor& out) = 0;                  // may alias
+  virtual void silu(const Tensor& x, Tensor& out) = 0;                  // may alias
+  // DiT-style adaptive LayerNorm modulation, per row:
+  //   out = gate * (xn * (1 + scale) + shift) + residual, with [shift|scale|gate] = mod[N, 3C].
+  virtual void adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) = 0;
+
+  // ---- images and feature maps (NCHW) -------------------------------------
+  // images[B, 3, H, W] in [0, 1] -> patches[B * (H/p) * (W/p), 3 * p * p]:
+  // each row one patch, normalised per channel ((x - mean) / std), ordered
+  // (channel, dy, dx) like a Conv2d weight [out, 3, p, p].
+  virtual void patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
+                        const std::array<float, 3>& std, Tensor& patches) = 0;
+  // tokens[B, h * w, C] -> maps[B, C, h, w].
+  virtual void tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) = 0;
+  // Conv2d, square kernel: x[B, Cin, H, W], w[Cout, Cin, k, k], b[Cout] or null.
+  virtual void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) = 0;
+  // ConvTranspose2d with kernel == stride (no overlap): w[Cin, Cout, k, k].
+  virtual void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) = 0;
+  // Bilinear resize with align_corners=True to out's H and W.
+  virtual void resize_bilinear(const Tensor& x, Tensor& out) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace lingbot

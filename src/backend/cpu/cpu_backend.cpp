@@ -1,0 +1,66 @@
+// CpuBackend: memory, the KV cache factory and identification.
+// The ops live in cpu_layers.cpp (token matrices) and cpu_image_ops.cpp (NCHW).
+#include "backend/cpu/cpu_backend.h"
+
+#include "backend/cpu/gemm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace lingbot {
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu::CpuBackend>(threads); }
+
+namespace cpu {
+
+CpuBackend::CpuBackend(int threads) : threads_(threads) {
+  if (threads > 0) set_num_threads(threads);
+}
+
+std::string CpuBackend::name() const { return fmt::format("cpu ({} threads, OpenBLAS)", num_threads()); }
+
+Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }
+
+Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
+  LB_CHECK(host.is_cpu(), "upload: expected a host tensor, got {}", host.describe());
+  // Same type: share the memory (weights stay in the checkpoint's page-cache
+  // mapping instead of being copied). Weights are never written to.
+  if (host.dtype() == dtype) return host;
+  return host.to_dtype(dtype);
+}
+
+void CpuBackend::upload_into(const Tensor& host, Tensor& device) {
+  LB_CHECK(host.shape() == device.shape(), "upload_into: {} into {}", host.describe(), device.describe());
+  if (host.dtype() == device.dtype()) {
+    device.copy_from(host);
+  } else {
+    device.copy_from(host.to_dtype(device.dtype()));
+  }
+}
+
+Tensor CpuBackend::download(const Tensor& device) { return device.to_dtype(DType::F32); }
+
+void CpuBackend::fill(Tensor& t, float value) {
+  float* p = t.f32();
+  std::fill(p, p + t.numel(), value);
+}
+
+void CpuBackend::convert(const Tensor& src, Tensor& dst) {
+  LB_CHECK(src.numel() == dst.numel(), "convert: {} -> {}", src.describe(), dst.describe());
+  if (src.dtype() == dst.dtype()) {
+    std::memcpy(dst.data(), src.data(), src.nbytes());
+  } else {
+    const Tensor converted = src.to_dtype(dst.dtype());
+    std::memcpy(dst.data(), converted.data(), converted.nbytes());
+  }
+}
+
+std::unique_ptr<kv::KvCache> CpuBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
+                                                       const kv::TokenLayout& tokens, int num_blocks) {
+  return kv::make_cpu_cache(layout, config, tokens, num_blocks);
+}
+
+}  // namespace cpu
+}  // namespace lingbot

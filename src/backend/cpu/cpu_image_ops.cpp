@@ -1,0 +1,196 @@
+// CPU ops on images and NCHW feature maps: patch extraction, layout changes,
+// convolutions (im2col + OpenBLAS, in row chunks so the column buffer stays
+// small even at full resolution) and bilinear resizing.
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace lingbot::cpu {
+
+namespace {
+
+struct Nchw {
+  int64_t n, c, h, w;
+};
+
+Nchw nchw_of(const Tensor& t, const char* what) {
+  LB_CHECK(t.ndim() == 4 && t.dtype() == DType::F32 && t.is_cpu(), "cpu backend: {} must be float32 NCHW, got {}",
+           what, t.describe());
+  return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
+}
+
+// Column buffers are kept under this many floats (64 MB).
+constexpr int64_t kMaxColumnFloats = int64_t{16} << 20;
+
+}  // namespace
+
+void CpuBackend::patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
+                          const std::array<float, 3>& std, Tensor& patches) {
+  const Nchw s = nchw_of(images, "patchify input");
+  LB_CHECK(s.c == 3 && s.h % patch == 0 && s.w % patch == 0, "patchify: {} is not 3 x multiples of {}",
+           images.describe(), patch);
+  const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * patch * patch;
+  LB_CHECK(patches.numel() == s.n * gh * gw * row, "patchify: output {}", patches.describe());
+  const float* src = images.f32();
+  float* dst = patches.f32();
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(s.n * s.h * s.w * 3))
+  for (int64_t b = 0; b < s.n; ++b) {
+    for (int64_t py = 0; py < gh; ++py) {
+      for (int64_t px = 0; px < gw; ++px) {
+        float* out = dst + ((b * gh + py) * gw + px) * row;
+        for (int c = 0; c < 3; ++c) {
+          for (int dy = 0; dy < patch; ++dy) {
+            const float* in = src + ((b * 3 + c) * s.h + py * patch + dy) * s.w + px * patch;
+            for (int dx = 0; dx < patch; ++dx) *out++ = (in[dx] - mean[c]) / std[c];
+          }
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) {
+  const int64_t C = tokens.dim(-1);
+  const int64_t hw = static_cast<int64_t>(h) * w;
+  LB_CHECK(tokens.numel() % (hw * C) == 0, "tokens_to_nchw: {} is not [B, {}x{}, C]", tokens.describe(), h, w);
+  const int64_t B = tokens.numel() / (hw * C);
+  LB_CHECK(maps.numel() == tokens.numel(), "tokens_to_nchw: output {}", maps.describe());
+  const float* src = tokens.f32();
+  float* dst = maps.f32();
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(tokens.numel()))
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < hw; ++p) dst[(b * C + c) * hw + p] = src[(b * hw + p) * C + c];
+}
+
+void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
+  const Nchw in = nchw_of(x, "conv2d input");
+  const Nchw o = nchw_of(out, "conv2d output");
+  LB_CHECK(w.ndim() == 4 && w.dim(1) == in.c && w.dim(2) == w.dim(3) && w.dim(0) == o.c,
+           "conv2d: weight {} for input {} and output {}", w.describe(), x.describe(), out.describe());
+  const int64_t k = w.dim(2);
+  LB_CHECK(o.h == (in.h + 2 * pad - k) / stride + 1 && o.w == (in.w + 2 * pad - k) / stride + 1 && o.n == in.n,
+           "conv2d: output {} does not match input {} (k {}, stride {}, pad {})", out.describe(), x.describe(), k,
+           stride, pad);
+  const int64_t ckk = in.c * k * k;
+  const float* src = x.f32();
+  const float* wt = w.f32();
+  float* dst = out.f32();
+  const bool pointwise = k == 1 && stride == 1 && pad == 0;
+  // Output rows per chunk so that the column buffer stays bounded.
+  const int64_t rows_per_chunk = std::max<int64_t>(1, std::min(o.h, kMaxColumnFloats / std::max<int64_t>(1, ckk * o.w)));
+  std::vector<float> col(pointwise ? 0 : static_cast<size_t>(ckk * rows_per_chunk * o.w));
+
+  for (int64_t n = 0; n < in.n; ++n) {
+    const float* xin = src + n * in.c * in.h * in.w;
+    float* yout = dst + n * o.c * o.h * o.w;
+    if (pointwise) {
+      gemm_ab(o.c, o.h * o.w, in.c, wt, in.c, xin, in.h * in.w, yout, o.h * o.w);
+      continue;
+    }
+    for (int64_t r0 = 0; r0 < o.h; r0 += rows_per_chunk) {
+      const int64_t rows = std::min(rows_per_chunk, o.h - r0);
+      const int64_t cols = rows * o.w;
+      // col[(c, ky, kx), (oy - r0, ox)] = x[c, oy*stride - pad + ky, ox*stride - pad + kx] (0 outside).
+#pragma omp parallel for schedule(static) if (parallel_worth(ckk * cols))
+      for (int64_t ck = 0; ck < ckk; ++ck) {
+        const int64_t c = ck / (k * k), ky = (ck / k) % k, kx = ck % k;
+        float* crow = col.data() + ck * cols;
+        for (int64_t oy = 0; oy < rows; ++oy) {
+          const int64_t iy = (r0 + oy) * stride - pad + ky;
+          float* cdst = crow + oy * o.w;
+          if (iy < 0 || iy >= in.h) {
+            std::fill(cdst, cdst + o.w, 0.0f);
+            continue;
+          }
+          const float* xrow = xin + (c * in.h + iy) * in.w;
+          for (int64_t ox = 0; ox < o.w; ++ox) {
+            const int64_t ix = ox * stride - pad + kx;
+            cdst[ox] = (ix >= 0 && ix < in.w) ? xrow[ix] : 0.0f;
+          }
+        }
+      }
+      gemm_ab(o.c, cols, ckk, wt, ckk, col.data(), cols, yout + r0 * o.w, o.h * o.w);
+    }
+  }
+  if (b) {
+    const float* bias = b->f32();
+    const int64_t plane = o.h * o.w;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(o.n * o.c * plane))
+    for (int64_t n = 0; n < o.n; ++n)
+      for (int64_t c = 0; c < o.c; ++c) {
+        float* p = dst + (n * o.c + c) * plane;
+        for (int64_t i = 0; i < plane; ++i) p[i] += bias[c];
+      }
+  }
+}
+
+void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
+  const Nchw in = nchw_of(x, "conv_transpose2d input");
+  const Nchw o = nchw_of(out, "conv_transpose2d output");
+  LB_CHECK(w.ndim() == 4 && w.dim(0) == in.c && w.dim(2) == k && w.dim(3) == k && w.dim(1) == o.c &&
+               o.h == in.h * k && o.w == in.w * k && o.n == in.n,
+           "conv_transpose2d: weight {} input {} output {}", w.describe(), x.describe(), out.describe());
+  // Kernel == stride: every output pixel has exactly one input pixel, so
+  //   y[(co, ky, kx), p] = sum_ci w[ci, (co, ky, kx)] x[ci, p]
+  // is one matrix product followed by a scatter to (y*k + ky, x*k + kx).
+  const int64_t hw = in.h * in.w, okk = o.c * k * k;
+  std::vector<float> y(static_cast<size_t>(okk * hw));
+  const float* bias = b ? b->f32() : nullptr;
+  for (int64_t n = 0; n < in.n; ++n) {
+    gemm_atb(okk, hw, in.c, w.f32(), okk, x.f32() + n * in.c * hw, hw, y.data(), hw);
+    float* dst = out.f32() + n * o.c * o.h * o.w;
+#pragma omp parallel for schedule(static) if (parallel_worth(okk * hw))
+    for (int64_t r = 0; r < okk; ++r) {
+      const int64_t co = r / (k * k), ky = (r / k) % k, kx = r % k;
+      const float* yr = y.data() + r * hw;
+      for (int64_t iy = 0; iy < in.h; ++iy)
+        for (int64_t ix = 0; ix < in.w; ++ix)
+          dst[(co * o.h + iy * k + ky) * o.w + ix * k + kx] = yr[iy * in.w + ix] + (bias ? bias[co] : 0.0f);
+    }
+  }
+}
+
+void CpuBackend::resize_bilinear(const Tensor& x, Tensor& out) {
+  const Nchw in = nchw_of(x, "resize input");
+  const Nchw o = nchw_of(out, "resize output");
+  LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
+  // align_corners=True: source coordinate = dst * (in - 1) / (out - 1),
+  // computed in float like PyTorch's kernel.
+  const float sh = o.h > 1 ? static_cast<float>(in.h - 1) / static_cast<float>(o.h - 1) : 0.0f;
+  const float sw = o.w > 1 ? static_cast<float>(in.w - 1) / static_cast<float>(o.w - 1) : 0.0f;
+  std::vector<int64_t> x0(static_cast<size_t>(o.w)), x1(static_cast<size_t>(o.w));
+  std::vector<float> lx(static_cast<size_t>(o.w));
+  for (int64_t ox = 0; ox < o.w; ++ox) {
+    const float src = sw * static_cast<float>(ox);
+    const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(src), in.w - 1);
+    x0[ox] = i0;
+    x1[ox] = std::min<int64_t>(i0 + 1, in.w - 1);
+    lx[ox] = src - static_cast<float>(i0);
+  }
+  const float* src = x.f32();
+  float* dst = out.f32();
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(o.n * o.c * o.h * o.w))
+  for (int64_t nc = 0; nc < in.n * in.c; ++nc) {
+    for (int64_t oy = 0; oy < o.h; ++oy) {
+      const float sy = sh * static_cast<float>(oy);
+      const int64_t y0 = std::min<int64_t>(static_cast<int64_t>(sy), in.h - 1);
+      const int64_t y1 = std::min<int64_t>(y0 + 1, in.h - 1);
+      const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
+      const float* r0 = src + (nc * in.h + y0) * in.w;
+      const float* r1 = src + (nc * in.h + y1) * in.w;
+      float* d = dst + (nc * o.h + oy) * o.w;
+      for (int64_t ox = 0; ox < o.w; ++ox) {
+        const float l = lx[ox], h = 1.0f - l;
+        d[ox] = hy * (h * r0[x0[ox]] + l * r0[x1[ox]]) + ly * (h * r1[x0[ox]] + l * r1[x1[ox]]);
+      }
+    }
+  }
+}
+
+}  // namespace lingbot::cpu

@@ -1,0 +1,282 @@
+// CPU ops on token matrices: linear layers, LayerNorm, q/k/v preparation,
+// attention, element-wise arithmetic and row copies. float32 throughout;
+// reductions that set the scale of a result (LayerNorm moments) accumulate in
+// double so the CPU path stays a trustworthy reference.
+#include "backend/cpu/attention.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/parallel.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace lingbot::cpu {
+
+namespace {
+
+void check_f32(const Tensor& t, const char* what) {
+  LB_CHECK(t.dtype() == DType::F32 && t.is_cpu(), "cpu backend: {} must be float32 on cpu, got {}", what,
+           t.describe());
+}
+
+// Rows and columns of a tensor seen as a matrix [numel / cols, cols].
+int64_t rows_of(const Tensor& t, int64_t cols) {
+  LB_CHECK(cols > 0 && t.numel() % cols == 0, "cpu backend: {} is not a matrix with {} columns", t.describe(), cols);
+  return t.numel() / cols;
+}
+
+inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+
+void apply_bias_activation(float* y, int64_t rows, int64_t cols, const float* bias, Activation act) {
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * cols))
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = row[c] + (bias ? bias[c] : 0.0f);
+      if (act == Activation::Gelu) v = gelu(v);
+      else if (act == Activation::Relu) v = v > 0.0f ? v : 0.0f;
+      row[c] = v;
+    }
+  }
+}
+
+// In-place LayerNorm of one vector of n floats.
+inline void normalize(float* x, int64_t n, const float* w, const float* b, float eps) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x[i] - mean;
+    var += d * d;
+  }
+  var /= static_cast<double>(n);
+  const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = (x[i] - m) * inv;
+    if (w) v *= w[i];
+    if (b) v += b[i];
+    x[i] = v;
+  }
+}
+
+// Rotate one head vector in place by the angles of one table row.
+inline void rotate(float* x, int head_dim, const float* cos, const float* sin, RopeTable::Pairs pairs) {
+  const int n_angles = head_dim / 2;
+  if (pairs == RopeTable::Pairs::Interleaved) {
+    for (int j = 0; j < n_angles; ++j) {
+      const float a = x[2 * j], b = x[2 * j + 1];
+      x[2 * j] = a * cos[j] - b * sin[j];
+      x[2 * j + 1] = a * sin[j] + b * cos[j];
+    }
+    return;
+  }
+  // HalfSplit: two halves (y then x); inside a half of size h, element i
+  // pairs with i + h/2 and uses angle (half * h/2 + i).
+  const int half = head_dim / 2;
+  const int quarter = half / 2;
+  for (int part = 0; part < 2; ++part) {
+    float* p = x + part * half;
+    const float* c = cos + part * quarter;
+    const float* s = sin + part * quarter;
+    for (int i = 0; i < quarter; ++i) {
+      const float a = p[i], b = p[i + quarter];
+      p[i] = a * c[i] - b * s[i];
+      p[i + quarter] = b * c[i] + a * s[i];
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
+  check_f32(x, "linear input");
+  check_f32(w, "linear weight");
+  const int64_t M = w.dim(0), K = w.dim(1);
+  const int64_t N = rows_of(x, K);
+  LB_CHECK(out.numel() == N * M, "linear: output {} for [{}, {}]", out.describe(), N, M);
+  gemm_abt(N, M, K, x.f32(), K, w.f32(), K, out.f32(), M);
+  apply_bias_activation(out.f32(), N, M, b ? b->f32() : nullptr, act);
+}
+
+void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
+                                 Tensor& residual) {
+  check_f32(x, "linear input");
+  check_f32(w, "linear weight");
+  const int64_t M = w.dim(0), K = w.dim(1);
+  const int64_t N = rows_of(x, K);
+  LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(N * M));
+  gemm_abt(N, M, K, x.f32(), K, w.f32(), K, scratch.data(), M);
+  const float* bias = b ? b->f32() : nullptr;
+  const float* g = gamma ? gamma->f32() : nullptr;
+  float* r = residual.f32();
+  const float* y = scratch.data();
+#pragma omp parallel for schedule(static) if (parallel_worth(N * M))
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t c = 0; c < M; ++c) {
+      float v = y[i * M + c] + (bias ? bias[c] : 0.0f);
+      if (g) v *= g[c];
+      r[i * M + c] += v;
+    }
+  }
+}
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) {
+  check_f32(x, "layer_norm input");
+  const int64_t C = w ? w->numel() : x.dim(-1);
+  const int64_t N = rows_of(x, C);
+  LB_CHECK(out.numel() == x.numel(), "layer_norm: output {} for input {}", out.describe(), x.describe());
+  const float* src = x.f32();
+  float* dst = out.f32();
+  const float* wp = w ? w->f32() : nullptr;
+  const float* bp = b ? b->f32() : nullptr;
+#pragma omp parallel for schedule(static) if (parallel_worth(N * C))
+  for (int64_t i = 0; i < N; ++i) {
+    if (dst != src) std::memcpy(dst + i * C, src + i * C, static_cast<size_t>(C) * sizeof(float));
+    normalize(dst + i * C, C, wp, bp, eps);
+  }
+}
+
+void CpuBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const QkNorm* norm,
+                           const RopeTable* rope, Tensor& q, Tensor& k, Tensor& v) {
+  check_f32(qkv, "qkv");
+  const int64_t C = static_cast<int64_t>(num_heads) * head_dim;
+  const int64_t N = rows_of(qkv, 3 * C);
+  LB_CHECK(q.numel() == N * C && k.numel() == N * C && v.numel() == N * C, "split_qkv: outputs for [{}, {}]", N,
+           C);
+  const int64_t table_rows = rope ? rope->cos.dim(0) : 0;
+  if (rope) {
+    LB_CHECK(rope->cos.dim(1) == head_dim / 2 && rope->sin.numel() == rope->cos.numel(),
+             "split_qkv: rope table {} for head_dim {}", rope->cos.describe(), head_dim);
+  }
+  const float* src = qkv.f32();
+  float* outs[3] = {q.f32(), k.f32(), v.f32()};
+#pragma omp parallel for schedule(static) if (parallel_worth(N * 3 * C))
+  for (int64_t t = 0; t < N; ++t) {
+    for (int s = 0; s < 3; ++s) {
+      float* dst = outs[s] + t * C;
+      std::memcpy(dst, src + (t * 3 + s) * C, static_cast<size_t>(C) * sizeof(float));
+      if (s == 2) continue;  // v is used as is
+      for (int h = 0; h < num_heads; ++h) {
+        float* x = dst + static_cast<int64_t>(h) * head_dim;
+        if (norm) {
+          const Tensor* nw = s == 0 ? norm->q_weight : norm->k_weight;
+          const Tensor* nb = s == 0 ? norm->q_bias : norm->k_bias;
+          normalize(x, head_dim, nw ? nw->f32() : nullptr, nb ? nb->f32() : nullptr, norm->eps);
+        }
+        if (rope) {
+          const int64_t row = t % table_rows;
+          rotate(x, head_dim, rope->cos.f32() + row * (head_dim / 2), rope->sin.f32() + row * (head_dim / 2),
+                 rope->pairs);
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads,
+                           int head_dim, Tensor& out) {
+  const int64_t C = static_cast<int64_t>(num_heads) * head_dim;
+  const int64_t N = rows_of(q, C);
+  LB_CHECK(groups > 0 && N % groups == 0, "attention: {} tokens in {} groups", N, groups);
+  LB_CHECK(k.numel() == N * C && v.numel() == N * C && out.numel() == N * C, "attention: shapes differ");
+  const int64_t n = N / groups;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  for (int g = 0; g < groups; ++g) {
+    const int64_t off = g * n * C;
+    const KvSpan span{k.f32() + off, v.f32() + off, n};
+    cpu::attention(q.f32() + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale,
+                   out.f32() + off);
+  }
+}
+
+void CpuBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
+  const size_t esize = dtype_size(src.dtype());
+  LB_CHECK(src.dtype() == dst.dtype(), "copy_rows: {} -> {}", src.describe(), dst.describe());
+  const int64_t src_rows = rows_of(src, c.cols), dst_rows = rows_of(dst, c.cols);
+  for (int64_t b = 0; b < c.batches; ++b) {
+    const int64_t s0 = c.src_offset + b * c.src_batch_stride;
+    const int64_t d0 = c.dst_offset + b * c.dst_batch_stride;
+    LB_CHECK(s0 >= 0 && s0 + c.rows <= src_rows && d0 >= 0 && d0 + c.rows <= dst_rows,
+             "copy_rows: block {} out of range", b);
+    std::memcpy(static_cast<char*>(dst.data()) + static_cast<size_t>(d0 * c.cols) * esize,
+                static_cast<const char*>(src.data()) + static_cast<size_t>(s0 * c.cols) * esize,
+                static_cast<size_t>(c.rows * c.cols) * esize);
+  }
+}
+
+void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
+  const int64_t ca = a.dim(-1), cb = b.dim(-1);
+  const int64_t n = rows_of(a, ca);
+  LB_CHECK(rows_of(b, cb) == n && out.numel() == n * (ca + cb), "concat_cols: shapes differ");
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* po = out.f32();
+#pragma omp parallel for schedule(static) if (parallel_worth(n * (ca + cb)))
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(po + i * (ca + cb), pa + i * ca, static_cast<size_t>(ca) * sizeof(float));
+    std::memcpy(po + i * (ca + cb) + ca, pb + i * cb, static_cast<size_t>(cb) * sizeof(float));
+  }
+}
+
+void CpuBackend::add_broadcast(Tensor& x, const Tensor& y) {
+  const int64_t n = x.numel(), m = y.numel();
+  LB_CHECK(m > 0 && n % m == 0, "add_broadcast: {} += {}", x.describe(), y.describe());
+  float* px = x.f32();
+  const float* py = y.f32();
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
+  for (int64_t i = 0; i < n; ++i) px[i] += py[i % m];
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  LB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes differ");
+  const float* pa = a.f32();
+  const float* pb = b.f32();
+  float* po = out.f32();
+  const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
+  for (int64_t i = 0; i < n; ++i) po[i] = pa[i] + pb[i];
+}
+
+void CpuBackend::relu(const Tensor& x, Tensor& out) {
+  LB_CHECK(x.numel() == out.numel(), "relu: shapes differ");
+  const float* px = x.f32();
+  float* po = out.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
+  for (int64_t i = 0; i < n; ++i) po[i] = px[i] > 0.0f ? px[i] : 0.0f;
+}
+
+void CpuBackend::silu(const Tensor& x, Tensor& out) {
+  LB_CHECK(x.numel() == out.numel(), "silu: shapes differ");
+  const float* px = x.f32();
+  float* po = out.f32();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
+  for (int64_t i = 0; i < n; ++i) po[i] = px[i] / (1.0f + std::exp(-px[i]));
+}
+
+void CpuBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) {
+  const int64_t C = xn.dim(-1);
+  const int64_t N = rows_of(xn, C);
+  LB_CHECK(mod.numel() == N * 3 * C && residual.numel() == N * C && out.numel() == N * C,
+           "adaln_modulate: shapes differ");
+  const float* x = xn.f32();
+  const float* m = mod.f32();
+  const float* r = residual.f32();
+  float* o = out.f32();
+#pragma omp parallel for schedule(static) if (parallel_worth(N * C))
+  for (int64_t i = 0; i < N; ++i) {
+    const float* shift = m + i * 3 * C;
+    const float* scale = shift + C;
+    const float* gate = scale + C;
+    for (int64_t c = 0; c < C; ++c)
+      o[i * C + c] = gate[c] * (x[i * C + c] * (1.0f + scale[c]) + shift[c]) + r[i * C + c];
+  }
+}
+
+}  // namespace lingbot::cpu

@@ -1,0 +1,30 @@
+// Coloured point clouds as binary little-endian PLY, streamed: points are
+// appended frame by frame to a temporary file and the PLY (whose header
+// needs the final count) is assembled by finish().
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace lingbot::io {
+
+class PlyWriter {
+ public:
+  explicit PlyWriter(const std::string& path);
+  ~PlyWriter();
+  PlyWriter(const PlyWriter&) = delete;
+  PlyWriter& operator=(const PlyWriter&) = delete;
+
+  void add(float x, float y, float z, uint8_t r, uint8_t g, uint8_t b);
+  int64_t points() const { return count_; }
+  void finish();  // writes `path`; throws on I/O errors
+
+ private:
+  std::string path_;
+  std::string temp_path_;
+  FILE* temp_ = nullptr;
+  int64_t count_ = 0;
+};
+
+}  // namespace lingbot::io

@@ -1,0 +1,52 @@
+#include "model/camera_geometry.h"
+
+#include <cmath>
+
+namespace lingbot {
+
+Mat3 quaternion_to_rotation(const double q[4]) {
+  const double i = q[0], j = q[1], k = q[2], r = q[3];
+  const double two_s = 2.0 / (i * i + j * j + k * k + r * r);
+  Mat3 m;
+  m[0] = {1 - two_s * (j * j + k * k), two_s * (i * j - k * r), two_s * (i * k + j * r)};
+  m[1] = {two_s * (i * j + k * r), 1 - two_s * (i * i + k * k), two_s * (j * k - i * r)};
+  m[2] = {two_s * (i * k - j * r), two_s * (j * k + i * r), 1 - two_s * (i * i + j * j)};
+  return m;
+}
+
+Camera decode_pose(const float pe[9], int height, int width) {
+  Camera cam;
+  const double q[4] = {pe[3], pe[4], pe[5], pe[6]};
+  const Mat3 R = quaternion_to_rotation(q);
+  const double t[3] = {pe[0], pe[1], pe[2]};
+  for (int a = 0; a < 3; ++a) {
+    for (int b = 0; b < 3; ++b) {
+      cam.world_to_camera[a][b] = R[a][b];
+      cam.camera_to_world[a][b] = R[b][a];  // R^T
+    }
+    cam.world_to_camera[a][3] = t[a];
+  }
+  for (int a = 0; a < 3; ++a)  // -R^T t
+    cam.camera_to_world[a][3] = -(R[0][a] * t[0] + R[1][a] * t[1] + R[2][a] * t[2]);
+  const double fy = (height / 2.0) / std::tan(pe[7] / 2.0);
+  const double fx = (width / 2.0) / std::tan(pe[8] / 2.0);
+  cam.intrinsic = {{{fx, 0, width / 2.0}, {0, fy, height / 2.0}, {0, 0, 1}}};
+  return cam;
+}
+
+void unproject_depth(const Camera& cam, const float* depth, int height, int width, float* out) {
+  const double fx = cam.intrinsic[0][0], fy = cam.intrinsic[1][1];
+  const double cx = cam.intrinsic[0][2], cy = cam.intrinsic[1][2];
+  const Mat34& m = cam.camera_to_world;
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      const double d = depth[static_cast<int64_t>(y) * width + x];
+      const double cxp = (x - cx) / fx * d, cyp = (y - cy) / fy * d, czp = d;
+      float* p = out + (static_cast<int64_t>(y) * width + x) * 3;
+      for (int a = 0; a < 3; ++a)
+        p[a] = static_cast<float>(m[a][0] * cxp + m[a][1] * cyp + m[a][2] * czp + m[a][3]);
+    }
+  }
+}
+
+}  // namespace lingbot

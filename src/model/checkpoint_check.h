@@ -1,0 +1,34 @@
+// Does a checkpoint fit a model config? Missing, unexpected and mis-shaped
+// tensors, by name — what `lingbot-map inspect` prints and what loading a
+// model refuses to continue past.
+#pragma once
+
+#include "io/state_dict.h"
+#include "model/model_config.h"
+
+#include <string>
+#include <vector>
+
+namespace lingbot {
+
+struct CheckpointCheck {
+  struct Mismatch {
+    std::string name;
+    Shape expected;
+    Shape found;
+  };
+  std::vector<std::string> missing;     // the config needs them, the file lacks them
+  std::vector<std::string> unexpected;  // in the file, unknown to the config
+  std::vector<Mismatch> mis_shaped;
+  std::vector<std::string> non_float;   // present but not a float dtype
+  int64_t expected_count = 0;
+  int64_t parameter_count = 0;          // elements of the expected tensors found
+
+  bool ok() const { return missing.empty() && mis_shaped.empty() && non_float.empty(); }
+  // One line: "model.pt does not fit the config: 3 missing (a, b, c), 1 mis-shaped (x: expected [2] found [3])".
+  std::string summary(const std::string& source, size_t max_names = 5) const;
+};
+
+CheckpointCheck check_checkpoint(const io::StateDict& weights, const ModelConfig& config);
+
+}  // namespace lingbot

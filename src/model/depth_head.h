@@ -1,0 +1,45 @@
+// The DPT depth head (upstream heads/dpt_head.py, DPTHead with output_dim 2):
+// four aggregator layers become a feature pyramid (project, add a UV
+// position embedding, resize to 4x / 2x / 1x / 0.5x of the patch grid),
+// are fused from coarse to fine by RefineNet blocks, upsampled to the image
+// size and turned into a depth and a confidence channel.
+//
+// Upstream's residual conv unit applies its ReLU in place on the unit's
+// input, so its skip connection adds relu(x), not x. The official weights
+// were trained that way and so is this port.
+#pragma once
+
+#include "model/model_config.h"
+#include "model/transformer_block.h"
+#include "model/weights.h"
+#include "model/workspace.h"
+
+#include <array>
+#include <map>
+
+namespace lingbot {
+
+class DepthHead {
+ public:
+  DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config);
+
+  // layers: the 4 selected aggregator outputs [S * T, 2E] (float32); the
+  // frames' patch grid and image size. Writes the raw two-channel output
+  // (before exp / 1 + exp) into `out` [S, 2, H, W].
+  void forward(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frames, int tokens_per_frame,
+               int num_special, int gh, int gw, Tensor& out);
+
+ private:
+  // Residual conv unit: relu(x) -> conv -> relu -> conv, plus relu(x). x is overwritten by relu(x).
+  void residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out);
+  // RefineNet fusion: (x [+ unit1(skip)]) -> unit2 -> resize to (h, w) -> 1x1 conv.
+  void fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out);
+  const Tensor& position_embedding(int channels, int h, int w, double aspect);
+
+  Backend& be_;
+  const DeviceWeights& w_;
+  ModelConfig config_;
+  std::map<std::array<int, 3>, Tensor> pos_embed_;  // (channels, h, w) -> [C, h, w] on device
+};
+
+}  // namespace lingbot

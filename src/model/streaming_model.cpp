@@ -1,0 +1,210 @@
+#include "model/streaming_model.h"
+
+#include "core/profiler.h"
+#include "model/aggregator.h"
+#include "model/camera_head.h"
+#include "model/depth_head.h"
+#include "model/weights.h"
+#include "model/workspace.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace lingbot {
+
+StreamOptions StreamOptions::from_config(const ModelConfig& c) {
+  StreamOptions o;
+  o.cache.sliding_window = c.kv_cache_sliding_window;
+  o.cache.scale_frames = c.kv_cache_scale_frames;
+  o.cache.cross_frame_special = c.kv_cache_cross_frame_special;
+  o.cache.include_scale_frames = c.kv_cache_include_scale_frames;
+  o.cache.camera_only = c.kv_cache_camera_only;
+  o.num_scale_frames = c.num_scale_frames;
+  o.camera_iterations = c.camera_num_iterations;
+  return o;
+}
+
+StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
+                               const StreamOptions& options)
+    : be_(backend), config_(config), options_(options) {
+  LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
+  LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);
+  LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
+  kv::validate(options.cache);
+  if (const char* env = std::getenv("LINGBOT_CUDA_GRAPHS"); env && std::string(env) == "0") options_.use_graphs = false;
+  weights_ = std::make_unique<DeviceWeights>(backend, weights, config);
+  ws_ = std::make_unique<Workspace>(backend);
+  aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout, options.cache,
+                                             options.num_scale_frames);
+  camera_ = std::make_unique<CameraHead>(backend, *weights_, config, options.camera_iterations);
+  depth_ = std::make_unique<DepthHead>(backend, *weights_, config);
+}
+
+StreamingModel::~StreamingModel() = default;
+
+std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
+  LB_CHECK(frame.is_cpu() && frame.dtype() == DType::F32 && frame.ndim() == 3 && frame.dim(0) == 3,
+           "frame {}: expected a float32 [3, H, W] image, got {}", frames_pushed_, frame.describe());
+  const int p = config_.patch_size;
+  LB_CHECK(frame.dim(1) % p == 0 && frame.dim(2) % p == 0 && frame.dim(1) > 0 && frame.dim(2) > 0,
+           "frame {}: size {}x{} is not a multiple of the patch size {}", frames_pushed_, frame.dim(2), frame.dim(1),
+           p);
+  if (frames_pushed_ == 0) {
+    stream_shape_ = frame.shape();
+  } else {
+    LB_CHECK(frame.shape() == stream_shape_, "frame {}: size {}x{} differs from the stream's {}x{} (reset first)",
+             frames_pushed_, frame.dim(2), frame.dim(1), stream_shape_[2], stream_shape_[1]);
+  }
+  const int64_t index = frames_pushed_++;
+  if (scale_frames_used_ == 0) {  // scale phase still filling
+    pending_.push_back(frame);
+    if (static_cast<int>(pending_.size()) < options_.num_scale_frames) return {};
+    scale_frames_used_ = static_cast<int>(pending_.size());
+    std::vector<Tensor> frames = std::move(pending_);
+    pending_.clear();
+    return run_step(frames, true, 0);
+  }
+  const bool keyframe =
+      options_.keyframe_interval <= 1 || (index - scale_frames_used_) % options_.keyframe_interval == 0;
+  return run_step({frame}, keyframe, index);
+}
+
+std::vector<FrameResult> StreamingModel::finish() {
+  if (scale_frames_used_ > 0 || pending_.empty()) return {};
+  scale_frames_used_ = static_cast<int>(pending_.size());
+  std::vector<Tensor> frames = std::move(pending_);
+  pending_.clear();
+  return run_step(frames, true, 0);
+}
+
+void StreamingModel::reset() {
+  for (GraphEntry& g : graphs_) g = GraphEntry{};  // buffers may change with the next stream's size
+  aggregator_->reset();
+  camera_->reset();
+  pending_.clear();
+  frames_pushed_ = 0;
+  scale_frames_used_ = 0;
+}
+
+// Where the device part of a step leaves its results (workspace tensors).
+struct StreamingModel::StepOutputs {
+  Tensor* poses = nullptr;  // [iterations, S, 9]
+  Tensor* raw = nullptr;    // [S, 2, H, W] or null without dense outputs
+};
+
+void StreamingModel::compute_step(int S, int H, int W, StepOutputs& out) {
+  const auto sync = [this] { be_.synchronize(); };
+  Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
+  AggregatorOutput agg;
+  {
+    ProfileScope p("aggregator", sync);
+    agg = aggregator_->compute(*ws_, images);
+  }
+  const int T = agg.grid.tokens();
+  out.poses = &ws_->get("out.poses", {options_.camera_iterations, S, 9}, DType::F32);
+  {
+    ProfileScope p("camera_head", sync);
+    camera_->compute(*ws_, *agg.layers[3], T, *out.poses);
+  }
+  out.raw = nullptr;
+  if (options_.keep_dense_outputs) {
+    ProfileScope p("depth_head", sync);
+    out.raw = &ws_->get("out.depth_raw", {S, 2, H, W}, DType::F32);
+    depth_->forward(*ws_, agg.layers, S, T, agg.grid.num_special, agg.grid.gh, agg.grid.gw, *out.raw);
+  }
+}
+
+std::vector<FrameResult> StreamingModel::run_step(const std::vector<Tensor>& frames, bool store,
+                                                  int64_t first_index) {
+  const int S = static_cast<int>(frames.size());
+  const int H = static_cast<int>(frames[0].dim(1)), W = static_cast<int>(frames[0].dim(2));
+  const int64_t plane = static_cast<int64_t>(H) * W;
+
+  // Host side first: frames to the device, cache bookkeeping, positions.
+  Tensor host = Tensor::empty({S, 3, H, W});
+  for (int i = 0; i < S; ++i)
+    std::memcpy(host.f32() + i * 3 * plane, frames[static_cast<size_t>(i)].f32(), 3 * plane * sizeof(float));
+  Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
+  be_.upload_into(host, images);
+  aggregator_->prepare(*ws_, S, H, W, store);
+  camera_->prepare(S, store);
+
+  // The device part: single frames replay a recorded graph once one exists.
+  StepOutputs outputs;
+  const bool graphable = options_.use_graphs && be_.supports_graphs() && S == 1;
+  GraphEntry& entry = graphs_[store ? 1 : 0];
+  if (graphable && entry.graph) {
+    be_.replay(entry.graph);
+    aggregator_->note_replayed();
+    camera_->note_replayed();
+    outputs = *entry.outputs;
+  } else if (graphable && entry.warmed) {
+    // Recording runs the host side of every op once (so the caches see
+    // their appends) but no kernel; the replay that follows does the work.
+    be_.begin_capture();
+    try {
+      compute_step(S, H, W, outputs);
+    } catch (...) {
+      be_.end_capture();  // leave capture mode before reporting
+      throw;
+    }
+    entry.graph = be_.end_capture();
+    entry.outputs = std::make_shared<StepOutputs>(outputs);
+    be_.replay(entry.graph);
+  } else {
+    compute_step(S, H, W, outputs);
+    entry.warmed = graphable;
+  }
+  aggregator_->finish();
+  camera_->finish();
+
+  // Results to the host: activations and geometry.
+  ProfileScope post("download+postprocess", [this] { be_.synchronize(); });
+  const int iters = options_.camera_iterations;
+  const Tensor pose_host = be_.download(*outputs.poses);
+  const Tensor raw_host = outputs.raw ? be_.download(*outputs.raw) : Tensor();
+  std::vector<FrameResult> results(static_cast<size_t>(S));
+  for (int i = 0; i < S; ++i) {
+    FrameResult& r = results[static_cast<size_t>(i)];
+    r.index = first_index + i;
+    r.keyframe = store;
+    r.height = H;
+    r.width = W;
+    const float* last = pose_host.f32() + ((iters - 1) * S + i) * 9;
+    std::copy_n(last, 9, r.pose_enc.begin());
+    if (options_.keep_pose_iterations) {
+      for (int it = 0; it < iters; ++it) {
+        std::array<float, 9> pe;
+        std::copy_n(pose_host.f32() + (it * S + i) * 9, 9, pe.begin());
+        r.pose_enc_iterations.push_back(pe);
+      }
+    }
+    r.camera = decode_pose(r.pose_enc.data(), H, W);
+    if (outputs.raw) {
+      // Channel 0: depth = exp(x); channel 1: confidence = 1 + exp(x).
+      r.depth = Tensor::empty({H, W});
+      r.depth_conf = Tensor::empty({H, W});
+      const float* d = raw_host.f32() + i * 2 * plane;
+      for (int64_t k = 0; k < plane; ++k) {
+        r.depth.f32()[k] = std::exp(d[k]);
+        r.depth_conf.f32()[k] = 1.0f + std::exp(d[plane + k]);
+      }
+      r.world_points = Tensor::empty({H, W, 3});
+      unproject_depth(r.camera, r.depth.f32(), H, W, r.world_points.f32());
+    }
+  }
+  return results;
+}
+
+kv::CacheStats StreamingModel::cache_stats() const {
+  const kv::KvCache* c = aggregator_->cache();
+  return c ? c->stats() : kv::CacheStats{};
+}
+
+kv::CacheStats StreamingModel::camera_cache_stats() const { return camera_->cache_stats(); }
+
+size_t StreamingModel::weight_bytes() const { return weights_->device_bytes(); }
+size_t StreamingModel::workspace_bytes() const { return ws_->bytes(); }
+
+}  // namespace lingbot

@@ -1,0 +1,110 @@
+// The whole streaming reconstruction model: frames in, cameras and depth
+// out, one frame at a time (upstream GCTStream.inference_streaming).
+//
+// Protocol:
+//   1. The first `num_scale_frames` frames are buffered and go through
+//      together (they attend to each other bidirectionally); their results
+//      all come back when the last of them is pushed.
+//   2. Every later frame goes through alone and its result comes back at
+//      once. With keyframe_interval N > 1 only every N-th of them is stored
+//      in the KV caches; the others attend and leave no trace.
+//   finish() runs a scale phase that is still short of frames (a stream
+//   shorter than num_scale_frames), reset() starts a new video.
+#pragma once
+
+#include "backend/backend.h"
+#include "io/state_dict.h"
+#include "model/camera_geometry.h"
+#include "model/model_config.h"
+
+#include <array>
+#include <memory>
+#include <vector>
+
+namespace lingbot {
+
+class Aggregator;
+class CameraHead;
+class DepthHead;
+class DeviceWeights;
+class Workspace;
+
+struct StreamOptions {
+  kv::Layout cache_layout = kv::Layout::Paged;
+  kv::CacheConfig cache;  // the aggregator's KV cache
+  int num_scale_frames = 8;
+  int keyframe_interval = 1;
+  int camera_iterations = 4;
+  bool keep_dense_outputs = true;  // depth, confidence and points per frame
+  bool keep_pose_iterations = false;
+  bool use_graphs = true;  // replay streaming steps as CUDA graphs where the backend can
+
+  // The settings a config file implies.
+  static StreamOptions from_config(const ModelConfig& config);
+};
+
+struct FrameResult {
+  int64_t index = 0;     // position in the stream, from 0
+  bool keyframe = true;  // stored in the KV caches
+  std::array<float, 9> pose_enc{};
+  std::vector<std::array<float, 9>> pose_enc_iterations;  // if keep_pose_iterations
+  Camera camera;
+  int height = 0;
+  int width = 0;
+  Tensor depth;         // [H, W] float32 host (empty unless keep_dense_outputs)
+  Tensor depth_conf;    // [H, W]
+  Tensor world_points;  // [H, W, 3]
+};
+
+class StreamingModel {
+ public:
+  StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
+                 const StreamOptions& options);
+  ~StreamingModel();
+  StreamingModel(const StreamingModel&) = delete;
+  StreamingModel& operator=(const StreamingModel&) = delete;
+
+  // frame: [3, H, W] float32 host tensor in [0, 1]; H and W multiples of the
+  // patch size and the same for every frame of a stream.
+  std::vector<FrameResult> push(const Tensor& frame);
+  std::vector<FrameResult> finish();
+  void reset();
+
+  const ModelConfig& config() const { return config_; }
+  const StreamOptions& options() const { return options_; }
+  int64_t frames_pushed() const { return frames_pushed_; }
+  kv::CacheStats cache_stats() const;
+  kv::CacheStats camera_cache_stats() const;
+  size_t weight_bytes() const;
+  size_t workspace_bytes() const;
+
+ private:
+  std::vector<FrameResult> run_step(const std::vector<Tensor>& frames, bool store, int64_t first_index);
+  struct StepOutputs;
+  void compute_step(int frames, int height, int width, StepOutputs& out);
+
+  Backend& be_;
+  ModelConfig config_;
+  StreamOptions options_;
+  std::unique_ptr<DeviceWeights> weights_;
+  std::unique_ptr<Workspace> ws_;
+  std::unique_ptr<Aggregator> aggregator_;
+  std::unique_ptr<CameraHead> camera_;
+  std::unique_ptr<DepthHead> depth_;
+  std::vector<Tensor> pending_;  // scale-phase frames waiting for the phase to fill
+  int64_t frames_pushed_ = 0;
+  Shape stream_shape_;
+  int scale_frames_used_ = 0;  // frames the scale phase actually had (0 until it ran)
+
+  // Recorded single-frame steps (keyframe and non-keyframe), replayed on
+  // later frames. A step shape is first run directly (which allocates every
+  // buffer it needs), then captured.
+  struct GraphEntry {
+    bool warmed = false;
+    std::shared_ptr<void> graph;
+    std::shared_ptr<StepOutputs> outputs;
+  };
+  GraphEntry graphs_[2];  // [store]
+};
+
+}  // namespace lingbot

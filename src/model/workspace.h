@@ -1,0 +1,31 @@
+// Activation buffers, allocated once and reused.
+//
+// Every intermediate tensor of a frame step has a name; the first request
+// for a (name, shape, dtype) allocates it on the backend's device, later
+// requests return the same memory. A step therefore allocates nothing after
+// its first run at a given size, and pointers stay stable from one frame to
+// the next (a requirement of CUDA graph replay). The scale phase (many
+// frames) and the streaming phase (one frame) simply use different entries.
+#pragma once
+
+#include "backend/backend.h"
+
+#include <map>
+#include <string>
+
+namespace lingbot {
+
+class Workspace {
+ public:
+  explicit Workspace(Backend& backend) : backend_(backend) {}
+  Tensor& get(const std::string& name, const Shape& shape, DType dtype);
+  Tensor& get(const std::string& name, const Shape& shape) { return get(name, shape, backend_.compute_dtype()); }
+  size_t bytes() const;
+  void clear() { buffers_.clear(); }
+
+ private:
+  Backend& backend_;
+  std::map<std::string, Tensor> buffers_;
+};
+
+}  // namespace lingbot

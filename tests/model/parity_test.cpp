@@ -1,0 +1,200 @@
+// End-to-end parity with upstream PyTorch (fp32) on the CPU backend.
+//
+// tests/fixtures/model_small holds a small LingBot-Map (every part present:
+// DINOv2 encoder, 6 frame/global block pairs with 3D RoPE, the causal camera
+// head, the DPT head) with fixed random weights, 14 real courthouse frames,
+// and upstream's outputs for five KV-cache variants with eviction actually
+// happening (scale 3, window 4). tools/reference/make_model_fixtures.py made
+// them by running upstream's own modules. Every variant runs with both cache
+// layouts; each output tensor must be within 1e-4 relative error
+// (||ours - ref|| / ||ref||) of upstream's.
+#include "backend/backend.h"
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/streaming_model.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+using namespace lingbot;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;        // the project's fp32 parity bar
+constexpr double kLayoutTolerance = 2e-5;  // dense vs paged: summation order only
+
+std::string fixture(const std::string& name) { return test::fixture_path("model_small/" + name); }
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+struct Reference {
+  io::StateDict tensors;
+  Tensor get(const std::string& name) const { return tensors.at(name).to_dtype(DType::F32); }
+};
+
+// Upstream-preprocessed frames (uint8 / 255, exactly what ToTensor produced).
+std::vector<Tensor> load_frames() {
+  const io::StateDict inputs = io::load_state_dict(fixture("inputs.safetensors"));
+  const Tensor u8 = inputs.at("images_u8");
+  const int64_t S = u8.dim(0), plane = u8.dim(1) * u8.dim(2) * u8.dim(3);
+  std::vector<Tensor> frames;
+  for (int64_t i = 0; i < S; ++i) {
+    Tensor f = Tensor::empty({u8.dim(1), u8.dim(2), u8.dim(3)});
+    for (int64_t k = 0; k < plane; ++k) f.f32()[k] = static_cast<float>(u8.data_as<uint8_t>()[i * plane + k]) / 255.0f;
+    frames.push_back(f);
+  }
+  return frames;
+}
+
+struct StreamRun {
+  std::vector<FrameResult> results;
+};
+
+StreamRun run_model(const ModelConfig& config, const io::StateDict& weights, const nlohmann::json& variant,
+              int num_scale_frames, kv::Layout layout, const std::vector<Tensor>& frames) {
+  auto backend = make_cpu_backend(0);
+  StreamOptions opt = StreamOptions::from_config(config);
+  const auto& f = variant["kv_flags"];
+  opt.cache.sliding_window = f["kv_cache_sliding_window"];
+  opt.cache.scale_frames = f["kv_cache_scale_frames"];
+  opt.cache.cross_frame_special = f["kv_cache_cross_frame_special"];
+  opt.cache.include_scale_frames = f["kv_cache_include_scale_frames"];
+  opt.cache.camera_only = f["kv_cache_camera_only"];
+  opt.keyframe_interval = variant["keyframe_interval"];
+  opt.num_scale_frames = num_scale_frames;
+  opt.cache_layout = layout;
+  opt.keep_pose_iterations = true;
+  StreamingModel model(*backend, weights, config, opt);
+  StreamRun run;
+  for (const Tensor& frame : frames)
+    for (FrameResult& r : model.push(frame)) run.results.push_back(std::move(r));
+  for (FrameResult& r : model.finish()) run.results.push_back(std::move(r));
+  return run;
+}
+
+Tensor stack_poses(const StreamRun& run) {
+  const int64_t S = static_cast<int64_t>(run.results.size());
+  Tensor t = Tensor::empty({S, 9});
+  for (int64_t i = 0; i < S; ++i) std::copy_n(run.results[static_cast<size_t>(i)].pose_enc.data(), 9, t.f32() + i * 9);
+  return t;
+}
+
+Tensor stack_pose_iterations(const StreamRun& run) {
+  const int64_t S = static_cast<int64_t>(run.results.size());
+  const int64_t iters = static_cast<int64_t>(run.results[0].pose_enc_iterations.size());
+  Tensor t = Tensor::empty({S, iters, 9});
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t it = 0; it < iters; ++it)
+      std::copy_n(run.results[static_cast<size_t>(i)].pose_enc_iterations[static_cast<size_t>(it)].data(), 9,
+                  t.f32() + (i * iters + it) * 9);
+  return t;
+}
+
+Tensor stack_cameras(const StreamRun& run, bool extrinsic) {
+  const int64_t S = static_cast<int64_t>(run.results.size());
+  Tensor t = Tensor::empty({S, 3, extrinsic ? 4 : 3});
+  float* p = t.f32();
+  for (const FrameResult& r : run.results)
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < (extrinsic ? 4 : 3); ++b)
+        *p++ = static_cast<float>(extrinsic ? r.camera.camera_to_world[a][b] : r.camera.intrinsic[a][b]);
+  return t;
+}
+
+class Parity : public ::testing::TestWithParam<std::string> {};
+
+// Every output tensor the fixtures hold, from one run.
+std::map<std::string, Tensor> outputs_of(const StreamRun& run, const nlohmann::json& variant, int H, int W) {
+  std::map<std::string, Tensor> out;
+  out["pose_enc"] = stack_poses(run);
+  out["pose_enc_iter"] = stack_pose_iterations(run);
+  out["extrinsic"] = stack_cameras(run, true);
+  out["intrinsic"] = stack_cameras(run, false);
+  const int64_t S = static_cast<int64_t>(run.results.size());
+  if (variant["name"] == "default") {
+    Tensor depth = Tensor::empty({S, H, W}), conf = Tensor::empty({S, H, W});
+    for (int64_t i = 0; i < S; ++i) {
+      std::copy_n(run.results[static_cast<size_t>(i)].depth.f32(), H * W, depth.f32() + i * H * W);
+      std::copy_n(run.results[static_cast<size_t>(i)].depth_conf.f32(), H * W, conf.f32() + i * H * W);
+    }
+    out["depth"] = depth;
+    out["depth_conf"] = conf;
+    for (int64_t f : {int64_t{0}, S / 2, S - 1})
+      out["world_points_f" + std::to_string(f)] = run.results[static_cast<size_t>(f)].world_points;
+  } else {
+    for (int f : variant["depth_frames"]) {
+      out["depth_f" + std::to_string(f)] = run.results[static_cast<size_t>(f)].depth;
+      out["depth_conf_f" + std::to_string(f)] = run.results[static_cast<size_t>(f)].depth_conf;
+    }
+  }
+  return out;
+}
+
+TEST_P(Parity, BothLayoutsMatchUpstreamAndEachOther) {
+  const std::string variant_name = GetParam();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  nlohmann::json variant;
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == variant_name) variant = v;
+  ASSERT_FALSE(variant.is_null()) << variant_name;
+
+  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  const std::vector<Tensor> frames = load_frames();
+  const Reference ref{io::load_state_dict(fixture(variant["file"]))};
+  const int H = manifest["height"], W = manifest["width"];
+
+  std::map<std::string, Tensor> by_layout[2];
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    const StreamRun run = run_model(config, weights, variant, manifest["num_scale_frames"], layout, frames);
+    ASSERT_EQ(run.results.size(), frames.size());
+    for (size_t i = 0; i < run.results.size(); ++i) EXPECT_EQ(run.results[i].index, static_cast<int64_t>(i));
+    by_layout[static_cast<int>(layout)] = outputs_of(run, variant, H, W);
+    for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
+      const Tensor theirs = ref.get(name);
+      ASSERT_EQ(ours.numel(), theirs.numel()) << name;
+      const double err = test::relative_error(ours, theirs);
+      EXPECT_LT(err, kTolerance) << variant_name << " / " << kv::layout_name(layout) << ": " << name
+                                 << " relative error " << err;
+      std::printf("  %-24s %-6s %-16s vs upstream %.3g\n", variant_name.c_str(),
+                  std::string(kv::layout_name(layout)).c_str(), name.c_str(), err);
+    }
+  }
+  // The two layouts hold the same keys in a different order: only the
+  // order of the softmax sums differs, so they agree to float32 rounding.
+  for (const auto& [name, dense] : by_layout[0]) {
+    const double err = test::relative_error(by_layout[1].at(name), dense);
+    EXPECT_LT(err, kLayoutTolerance) << variant_name << ": paged vs dense " << name << " " << err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallModel, Parity,
+                         ::testing::Values("default", "keyframe2", "camera_only", "no_cross_frame_special",
+                                           "no_scale_frames_in_cache"),
+                         [](const auto& info) { return info.param; });
+
+// The test can fail: the five variants' reference outputs differ from one
+// another by far more than the tolerance, so a cache that got one flag
+// wrong would not pass as another.
+TEST(ParityFixtures, VariantsAreFarApart) {
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  std::vector<Tensor> poses;
+  for (const auto& v : manifest["variants"]) poses.push_back(Reference{io::load_state_dict(fixture(v["file"]))}.get("pose_enc"));
+  for (size_t a = 0; a < poses.size(); ++a)
+    for (size_t b = a + 1; b < poses.size(); ++b) {
+      const double d = test::relative_error(poses[a], poses[b]);
+      EXPECT_GT(d, 20 * kTolerance) << "variants " << a << " and " << b << " are too similar: " << d;
+    }
+}
+
+}  // namespace

@@ -1,0 +1,121 @@
+// Streaming behaviour of the whole model on the small config: a clean reset
+// between videos, bounded memory over long streams, and the protocol's
+// edge cases (streams shorter than the scale phase, frame size changes).
+#include "backend/backend.h"
+#include "io/checkpoint.h"
+#include "model/streaming_model.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace lingbot;
+
+namespace {
+
+struct Fixture {
+  ModelConfig config = ModelConfig::from_file(test::fixture_path("model_small/config.json"));
+  io::StateDict weights = io::load_state_dict(test::fixture_path("model_small/weights.pt"));
+};
+
+std::vector<Tensor> random_frames(int n, int h, int w, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<Tensor> frames;
+  for (int i = 0; i < n; ++i) {
+    Tensor f = Tensor::empty({3, h, w});
+    for (int64_t k = 0; k < f.numel(); ++k) f.f32()[k] = u(rng);
+    frames.push_back(f);
+  }
+  return frames;
+}
+
+std::vector<FrameResult> stream(StreamingModel& m, const std::vector<Tensor>& frames) {
+  std::vector<FrameResult> out;
+  for (const Tensor& f : frames)
+    for (FrameResult& r : m.push(f)) out.push_back(std::move(r));
+  for (FrameResult& r : m.finish()) out.push_back(std::move(r));
+  return out;
+}
+
+}  // namespace
+
+TEST(Streaming, ResetGivesBitIdenticalReruns) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    StreamOptions opt = StreamOptions::from_config(fx.config);
+    opt.cache_layout = layout;
+    opt.keyframe_interval = 2;
+    StreamingModel m(*be, fx.weights, fx.config, opt);
+    const auto frames = random_frames(12, 42, 56, 1);
+    const auto first = stream(m, frames);
+    // Another video in between, of another size.
+    m.reset();
+    stream(m, random_frames(7, 28, 70, 2));
+    m.reset();
+    const auto again = stream(m, frames);
+    ASSERT_EQ(first.size(), again.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_EQ(first[i].pose_enc, again[i].pose_enc) << "frame " << i;
+      EXPECT_EQ(test::max_abs_diff(first[i].depth, again[i].depth), 0.0) << "frame " << i;
+      EXPECT_EQ(first[i].keyframe, again[i].keyframe);
+    }
+  }
+}
+
+TEST(Streaming, LongStreamsKeepMemoryFlat) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamOptions opt = StreamOptions::from_config(fx.config);
+  opt.keep_dense_outputs = false;
+  StreamingModel m(*be, fx.weights, fx.config, opt);
+  const auto frames = random_frames(4, 28, 42, 3);
+  const int W = opt.cache.sliding_window, S = opt.cache.scale_frames;
+  size_t workspace_after_warmup = 0;
+  int64_t reserved_at_100 = 0;
+  for (int i = 0; i < 400; ++i) {
+    m.push(frames[static_cast<size_t>(i % 4)]);
+    if (i == 20) workspace_after_warmup = m.workspace_bytes();
+    const kv::CacheStats s = m.cache_stats();
+    if (i >= opt.num_scale_frames + W) {
+      // The frame list is pinned scale frames plus the window: constant.
+      EXPECT_EQ(s.frames_listed, S + W) << "frame " << i;
+    }
+    if (i == 100) reserved_at_100 = s.frame_pages;
+  }
+  EXPECT_EQ(m.workspace_bytes(), workspace_after_warmup);  // no allocation per frame
+  const kv::CacheStats s = m.cache_stats();
+  EXPECT_EQ(s.frames_stored, 400);
+  EXPECT_EQ(s.special_tokens_retained, 6 * (400 - S - W));  // every evicted frame leaves its 6 specials
+  EXPECT_EQ(s.frame_pages, reserved_at_100);  // patch pages bounded
+}
+
+TEST(Streaming, StreamShorterThanTheScalePhase) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamingModel m(*be, fx.weights, fx.config, StreamOptions::from_config(fx.config));
+  const auto frames = random_frames(2, 28, 42, 4);  // the config asks for 3 scale frames
+  EXPECT_TRUE(m.push(frames[0]).empty());
+  EXPECT_TRUE(m.push(frames[1]).empty());
+  const auto results = m.finish();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1].index, 1);
+  EXPECT_TRUE(m.finish().empty());
+}
+
+TEST(Streaming, WrongFramesAreClearErrors) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamingModel m(*be, fx.weights, fx.config, StreamOptions::from_config(fx.config));
+  EXPECT_THROW(m.push(Tensor::zeros({3, 30, 42})), Error);  // not a multiple of 14
+  EXPECT_THROW(m.push(Tensor::zeros({1, 28, 42})), Error);  // not RGB
+  m.push(Tensor::zeros({3, 28, 42}));
+  try {
+    m.push(Tensor::zeros({3, 42, 42}));
+    FAIL() << "a size change mid-stream must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differs from the stream"), std::string::npos) << e.what();
+  }
+}
