@@ -1,0 +1,63 @@
+// The subcommands of lingbot-map: their options and entry points.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace lingbot {
+
+struct InspectArgs {
+  std::string model;
+  std::string config;
+  bool list_all = false;
+};
+void add_inspect_command(CLI::App& app, InspectArgs& args);
+int run_inspect(const InspectArgs& args);
+
+// Options shared by `run` and `bench` (named like upstream demo.py's).
+struct EngineArgs {
+  std::string config;
+  std::string device = "auto";     // cpu | cuda | auto
+  std::string kv_cache = "paged";  // paged | dense
+  int num_scale_frames = -1;       // -1: the config's
+  int kv_window = -1;
+  int keyframe_interval = 1;
+  int camera_iterations = -1;
+  int threads = 0;  // 0: all cores
+  bool kv_stats = false;
+};
+
+struct RunArgs {
+  EngineArgs engine;
+  std::string model;
+  std::string images;
+  std::string out = "lingbot_output";
+  int image_size = 518;
+  std::string mode = "crop";
+  double conf_threshold = 1.5;
+  int first_k = 0;
+  int stride = 1;
+  bool no_dense = false;  // poses only: no depth / points kept or written
+};
+void add_run_command(CLI::App& app, RunArgs& args);
+int run_run(const RunArgs& args);
+
+struct BenchArgs {
+  EngineArgs engine;
+  int frames = 24;
+  int height = 378;
+  int width = 504;
+  int warmup = 2;
+  std::string images;  // optional real frames instead of random ones
+  std::string json;    // optional: write the figures here
+  bool no_dense = false;
+  bool profile = false;
+};
+void add_bench_command(CLI::App& app, BenchArgs& args);
+int run_bench(const BenchArgs& args);
+
+// Where to get the official weights (printed when --model is missing).
+extern const char* const kCheckpointHelp;
+
+}  // namespace lingbot

@@ -1,0 +1,132 @@
+// The lingbot-map command line, end to end: what a user types and sees.
+// `run` is checked against upstream's own outputs for the same frames
+// (tests/fixtures/model_small, made by tools/reference/make_model_fixtures.py
+// from upstream's PIL preprocessing and PyTorch model), so this test covers
+// image decoding and preprocessing as well as the model.
+#include "io/checkpoint.h"
+#include "io/npz_reader.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+using namespace lingbot;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+Result cli(const std::string& args) {
+  const std::string cmd = std::string(LINGBOT_CLI_PATH) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string small(const std::string& name) { return test::fixture_path("model_small/" + name); }
+std::string out_dir(const std::string& name) { return std::string(::testing::TempDir()) + "/lingbot_cli_" + name; }
+
+}  // namespace
+
+TEST(Cli, WithoutArgumentsExplainsUsage) {
+  const Result r = cli("");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("inspect"), std::string::npos) << r.output;
+}
+
+TEST(Cli, InspectReportsAMatchingCheckpoint) {
+  const Result r = cli("inspect " + small("weights.pt") + " --config " + small("config.json"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("390,188"), std::string::npos) << r.output;  // parameters, as torch counted them
+  EXPECT_NE(r.output.find("matches the config (358 tensors)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("aggregator.global_blocks"), std::string::npos) << r.output;
+}
+
+TEST(Cli, InspectReportsAMismatchByName) {
+  const Result r = cli("inspect " + small("weights.pt"));  // the official config: nothing fits
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("does not fit the config"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mis-shaped"), std::string::npos) << r.output;
+}
+
+TEST(Cli, UserErrorsAreOneLineAndExitOne) {
+  for (const std::string& args :
+       {std::string("inspect /nonexistent/model.pt"), "inspect " + small("config.json"),
+        "run --images " + test::shared_data_path("courthouse"),
+        "run --model " + small("weights.pt") + " --config " + small("config.json") + " --images /nonexistent/dir",
+        "inspect " + small("weights.pt") + " --config /nonexistent/config.json"}) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+  }
+  // Without --model, say where the official checkpoints are.
+  EXPECT_NE(cli("run --images " + test::shared_data_path("courthouse")).output.find("robbyant/lingbot-map"),
+            std::string::npos);
+}
+
+TEST(Cli, RunReconstructsRealFramesLikeUpstream) {
+  const std::string out = out_dir("run");
+  const Result r = cli("run --model " + small("weights.pt") + " --config " + small("config.json") + " --images " +
+                       test::shared_data_path("courthouse") +
+                       " --image-size 126 --num-scale-frames 3 --kv-window 4 --threads 2 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto npz = io::read_npz(out + "/predictions.npz");
+  const io::StateDict ref = io::load_state_dict(small("default.safetensors"));
+  const io::StateDict inputs = io::load_state_dict(small("inputs.safetensors"));
+  for (const char* key : {"pose_enc", "depth", "depth_conf", "world_points", "extrinsic", "intrinsic", "images"})
+    ASSERT_TRUE(npz.count(key)) << key;
+  EXPECT_EQ(npz.at("depth").shape(), (Shape{14, 70, 126, 1}));
+  EXPECT_EQ(npz.at("world_points").shape(), (Shape{14, 70, 126, 3}));
+  EXPECT_EQ(npz.at("images").shape(), (Shape{14, 3, 70, 126}));
+  // Our decoding + preprocessing of the PNGs against upstream's (PIL).
+  const Tensor expected_images = inputs.at("images_u8").to_dtype(DType::F32);
+  Tensor ours_u8 = npz.at("images").clone();
+  for (int64_t i = 0; i < ours_u8.numel(); ++i) ours_u8.f32()[i] *= 255.0f;
+  EXPECT_LE(test::max_abs_diff(ours_u8, expected_images), 1.0 + 1e-3);
+  for (const char* key : {"pose_enc", "depth", "depth_conf", "extrinsic", "intrinsic"}) {
+    const double err = test::relative_error(npz.at(key), ref.at(key).to_dtype(DType::F32));
+    EXPECT_LT(err, 1e-4) << key;
+  }
+  // Trajectory: a comment line, then one line per frame.
+  std::ifstream traj(out + "/trajectory.txt");
+  std::string line;
+  int lines = 0;
+  while (std::getline(traj, line)) lines += line.empty() || line[0] == '#' ? 0 : 1;
+  EXPECT_EQ(lines, 14);
+  // The PLY holds exactly the points whose confidence exceeds the default threshold (1.5).
+  int64_t confident = 0;
+  const Tensor& conf = npz.at("depth_conf");
+  for (int64_t i = 0; i < conf.numel(); ++i) confident += conf.f32()[i] > 1.5f ? 1 : 0;
+  std::ifstream ply(out + "/points.ply", std::ios::binary);
+  std::string header;
+  int64_t vertices = -1;
+  while (std::getline(ply, line) && line != "end_header")
+    if (line.rfind("element vertex ", 0) == 0) vertices = std::stoll(line.substr(15));
+  EXPECT_EQ(vertices, confident);
+}
+
+TEST(Cli, NoDenseKeepsOnlyCameras) {
+  const std::string out = out_dir("nodense");
+  const Result r = cli("run --model " + small("weights.pt") + " --config " + small("config.json") + " --images " +
+                       test::shared_data_path("courthouse") +
+                       " --image-size 126 --num-scale-frames 3 --kv-window 4 --no-dense --first-k 5 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto npz = io::read_npz(out + "/predictions.npz");
+  EXPECT_EQ(npz.count("depth"), 0u);
+  EXPECT_EQ(npz.at("pose_enc").shape(), (Shape{5, 9}));
+}
