@@ -1,0 +1,224 @@
+// CUDA backend ops outside attention at the aggregator's shapes (docs/PERF.md).
+// Each timed interval enqueues the op kReps times on the backend's stream
+// between two CUDA events (so host launch overhead overlaps GPU work) and
+// reports the mean per op. Exits cleanly when there is no GPU.
+//
+//   BM_Linear/<N>/<M>/<K>: bf16 linear with bias, out[N, M] = x[N, K] w[M, K]^T;
+//     N = 978 (one frame) and 7824 (the 8-frame scale phase); (M, K) = qkv
+//     (3072, 1024), attention projection (1024, 1024), fc1 (4096, 1024), fc2
+//     (1024, 4096). TFLOP/s counts 2 N M K.
+//   BM_LinearGelu/<N>: fc1 with the separate erf-GELU pass.
+//   BM_LinearResidual/<N>/<K>: proj (K = 1024) and fc2 (K = 4096) into the
+//     residual with LayerScale.
+//   BM_LinearF32/<N>/<M>/<K>/<tf32>: the heads' float32 products (camera head
+//     8 x 2048 -> 8192; DPT projection 7776 x 2048 -> 1024), TF32 or full fp32.
+//   BM_LayerNorm/<N>: bf16 [N, 1024]; GB/s counts one read and one write.
+//   BM_SplitQkv/<N>: bf16 qkv [N, 3072] -> q, k, v with qk-norm and 2D RoPE;
+//     GB/s counts the qkv read and the three writes.
+//   BM_Conv2d/<case>: DPT convolutions at 378 x 504 (TF32).
+#ifdef LINGBOT_WITH_CUDA
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "model/rope.h"
+
+#include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <functional>
+#include <random>
+
+using namespace lingbot;
+using lingbot::cuda::CudaBackend;
+
+namespace {
+
+constexpr int kReps = 10;
+
+CudaBackend& backend(bool tf32 = true) {
+  static CudaBackend* with_tf32 = new CudaBackend();
+  static CudaBackend* without_tf32 = [] {
+    cuda::CudaBackendOptions o;
+    o.allow_tf32 = false;
+    return new CudaBackend(o);
+  }();
+  return tf32 ? *with_tf32 : *without_tf32;
+}
+
+Tensor random_device(CudaBackend& be, const Shape& shape, DType dtype, float scale = 1.0f, uint64_t seed = 1) {
+  Tensor host = Tensor::empty(shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  for (int64_t i = 0; i < host.numel(); ++i) host.f32()[i] = uniform(rng);
+  return be.upload(host, dtype);
+}
+
+// Times `op` (kReps launches per interval) with CUDA events on the backend's stream.
+void time_op(benchmark::State& state, CudaBackend& be, const std::function<void()>& op) {
+  op();  // warm-up: plans, algorithms, scratch
+  be.synchronize();
+  cudaEvent_t start, stop;
+  LB_CUDA_CHECK(cudaEventCreate(&start));
+  LB_CUDA_CHECK(cudaEventCreate(&stop));
+  for (auto _ : state) {
+    LB_CUDA_CHECK(cudaEventRecord(start, be.stream()));
+    for (int r = 0; r < kReps; ++r) op();
+    LB_CUDA_CHECK(cudaEventRecord(stop, be.stream()));
+    LB_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    state.SetIterationTime(ms / 1e3 / kReps);
+  }
+  LB_CUDA_CHECK(cudaEventDestroy(start));
+  LB_CUDA_CHECK(cudaEventDestroy(stop));
+}
+
+void set_rates(benchmark::State& state, double flops, double bytes) {
+  if (flops > 0) state.counters["TFLOP/s"] = benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+  if (bytes > 0) state.counters["GB/s"] = benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Linear(benchmark::State& state) {
+  const int64_t n = state.range(0), m = state.range(1), k = state.range(2);
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {n, k}, DType::BF16);
+  const Tensor w = random_device(be, {m, k}, DType::BF16, 0.03f);
+  const Tensor b = random_device(be, {m}, DType::F32);
+  Tensor out = be.alloc({n, m}, DType::BF16);
+  time_op(state, be, [&] { be.linear(x, w, &b, out, Activation::None); });
+  set_rates(state, 2.0 * n * m * k, 2.0 * (n * k + m * k + n * m));
+}
+BENCHMARK(BM_Linear)
+    ->ArgNames({"N", "M", "K"})
+    ->ArgsProduct({{978, 7824}, {3072}, {1024}})
+    ->ArgsProduct({{978, 7824}, {1024}, {1024}})
+    ->ArgsProduct({{978, 7824}, {4096}, {1024}})
+    ->ArgsProduct({{978, 7824}, {1024}, {4096}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_LinearGelu(benchmark::State& state) {
+  const int64_t n = state.range(0), m = 4096, k = 1024;
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {n, k}, DType::BF16);
+  const Tensor w = random_device(be, {m, k}, DType::BF16, 0.03f);
+  const Tensor b = random_device(be, {m}, DType::F32);
+  Tensor out = be.alloc({n, m}, DType::BF16);
+  time_op(state, be, [&] { be.linear(x, w, &b, out, Activation::Gelu); });
+  set_rates(state, 2.0 * n * m * k, 0);
+}
+BENCHMARK(BM_LinearGelu)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_LinearResidual(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = 1024;
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {n, k}, DType::BF16);
+  const Tensor w = random_device(be, {m, k}, DType::BF16, 0.03f);
+  const Tensor b = random_device(be, {m}, DType::F32);
+  const Tensor g = random_device(be, {m}, DType::F32, 0.1f);
+  Tensor residual = random_device(be, {n, m}, DType::BF16);
+  time_op(state, be, [&] { be.linear_residual(x, w, &b, &g, residual); });
+  set_rates(state, 2.0 * n * m * k, 0);
+}
+BENCHMARK(BM_LinearResidual)
+    ->ArgNames({"N", "K"})
+    ->ArgsProduct({{978, 7824}, {1024, 4096}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_LinearF32(benchmark::State& state) {
+  const int64_t n = state.range(0), m = state.range(1), k = state.range(2);
+  CudaBackend& be = backend(state.range(3) != 0);
+  const Tensor x = random_device(be, {n, k}, DType::F32);
+  const Tensor w = random_device(be, {m, k}, DType::F32, 0.03f);
+  const Tensor b = random_device(be, {m}, DType::F32);
+  Tensor out = be.alloc({n, m}, DType::F32);
+  time_op(state, be, [&] { be.linear(x, w, &b, out, Activation::None); });
+  set_rates(state, 2.0 * n * m * k, 0);
+}
+BENCHMARK(BM_LinearF32)
+    ->ArgNames({"N", "M", "K", "tf32"})
+    ->ArgsProduct({{8}, {8192}, {2048}, {1, 0}})
+    ->ArgsProduct({{7776}, {1024}, {2048}, {1, 0}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_LayerNorm(benchmark::State& state) {
+  const int64_t n = state.range(0), c = 1024;
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {n, c}, DType::BF16);
+  const Tensor w = random_device(be, {c}, DType::F32);
+  const Tensor b = random_device(be, {c}, DType::F32);
+  Tensor out = be.alloc({n, c}, DType::BF16);
+  time_op(state, be, [&] { be.layer_norm(x, &w, &b, 1e-5f, out); });
+  set_rates(state, 0, 2.0 * 2 * n * c);
+}
+BENCHMARK(BM_LayerNorm)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_SplitQkv(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  constexpr int kHeads = 16, kHeadDim = 64;
+  constexpr int64_t C = kHeads * kHeadDim;
+  CudaBackend& be = backend();
+  const Tensor qkv = random_device(be, {n, 3 * C}, DType::BF16);
+  const Tensor qw = random_device(be, {kHeadDim}, DType::F32), qb = random_device(be, {kHeadDim}, DType::F32);
+  const Tensor kw = random_device(be, {kHeadDim}, DType::F32), kb = random_device(be, {kHeadDim}, DType::F32);
+  const QkNorm norm{&qw, &qb, &kw, &kb, 1e-5f};
+  Tensor cos, sin;
+  rope2d_table(FrameGrid{6, 27, 36}, kHeadDim, 100.0, cos, sin);
+  const RopeTable rope{be.upload(cos, DType::F32), be.upload(sin, DType::F32), RopeTable::Pairs::HalfSplit};
+  Tensor q = be.alloc({n, C}, DType::BF16), k = be.alloc({n, C}, DType::BF16), v = be.alloc({n, C}, DType::BF16);
+  time_op(state, be, [&] { be.split_qkv(qkv, kHeads, kHeadDim, &norm, &rope, q, k, v); });
+  set_rates(state, 0, 2.0 * (3 * n * C + 3 * n * C));
+}
+BENCHMARK(BM_SplitQkv)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+struct ConvBench {
+  const char* name;
+  int64_t cin, h, w, cout, k;
+};
+const ConvBench kConvs[] = {
+    {"rcu 256@108x144 3x3", 256, 108, 144, 256, 3},
+    {"output_conv1 256@216x288 -> 128 3x3", 256, 216, 288, 128, 3},
+    {"output_conv2.0 128@378x504 -> 32 3x3", 128, 378, 504, 32, 3},
+};
+
+void BM_Conv2d(benchmark::State& state) {
+  const ConvBench& c = kConvs[state.range(0)];
+  state.SetLabel(c.name);
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {1, c.cin, c.h, c.w}, DType::F32);
+  const Tensor w = random_device(be, {c.cout, c.cin, c.k, c.k}, DType::F32, 0.02f);
+  const Tensor b = random_device(be, {c.cout}, DType::F32);
+  Tensor out = be.alloc({1, c.cout, c.h, c.w}, DType::F32);
+  time_op(state, be, [&] { be.conv2d(x, w, &b, 1, static_cast<int>(c.k / 2), out); });
+  set_rates(state, 2.0 * c.h * c.w * c.cout * c.cin * c.k * c.k, 0);
+}
+BENCHMARK(BM_Conv2d)->ArgName("case")->DenseRange(0, 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!cuda::device_available()) {
+    std::printf("cuda_ops_bench: no CUDA device, nothing to measure\n");
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::printf("device: %s\n", backend().name().c_str());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+#else  // built without the CUDA backend
+
+#include <cstdio>
+
+int main() {
+  std::printf("cuda_ops_bench: built without the CUDA backend (configure with -DLINGBOT_CUDA=ON)\n");
+  return 0;
+}
+
+#endif

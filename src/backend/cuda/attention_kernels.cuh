@@ -1,0 +1,129 @@
+// Device side of the attention kernels (CUDA sources only): views of the two
+// key sources and small helpers.
+//
+// make_view(keys, group, head) gives a View with the number of keys and where
+// key j's K and V head vectors live, by random access (k_row, with a
+// multiply-shift division) or through a Cursor that walks the keys in order
+// (the tensor-core kernel advances each cursor one tile at a time, which
+// avoids a division per row). k_row_simple uses plain `/` and `%`: the naive
+// twin's independent address path.
+#pragma once
+
+#include "backend/cuda/attention_launch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace lingbot::cuda::attn {
+
+template <typename T>
+struct DenseView {
+  struct Cursor {
+    int32_t key;
+  };
+  const T* k0;  // group's first key row, head offset applied
+  const T* v0;
+  int64_t stride;
+  int32_t nk;
+  __device__ int32_t num_keys() const { return nk; }
+  __device__ Cursor seek(int32_t key) const { return {key}; }
+  __device__ void advance(Cursor& c, int32_t by) const { c.key += by; }
+  __device__ const T* k_at(Cursor c) const { return k0 + c.key * stride; }
+  __device__ const T* v_at(Cursor c) const { return v0 + c.key * stride; }
+  __device__ const T* k_row(int32_t key) const { return k0 + key * stride; }
+  __device__ const T* v_row(int32_t key) const { return v0 + key * stride; }
+  __device__ const T* k_row_simple(int32_t key) const { return k_row(key); }
+  __device__ const T* v_row_simple(int32_t key) const { return v_row(key); }
+};
+
+template <typename T>
+__device__ __forceinline__ DenseView<T> make_view(const DenseKeys<T>& keys, int32_t group, int32_t head) {
+  const int64_t first = int64_t{group} * keys.n * keys.stride + int64_t{head} * keys.head_dim;
+  return {keys.k + first, keys.v + first, keys.stride, keys.n};
+}
+
+template <typename T>
+struct PagedView {
+  struct Cursor {
+    int32_t page;  // index into the visible page list
+    int32_t slot;
+  };
+  char* const* pages;
+  int64_t offset;  // block * block_stride + head * head_dim * sizeof(T)
+  int64_t row_bytes;
+  int64_t v_offset;
+  FastDiv div;
+  int32_t page_size;
+  int32_t nk;
+  __device__ int32_t num_keys() const { return nk; }
+  __device__ Cursor seek(int32_t key) const {
+    const int32_t p = div.div(key);
+    return {p, key - p * page_size};
+  }
+  __device__ void advance(Cursor& c, int32_t by) const {
+    c.slot += by;
+    while (c.slot >= page_size) {  // at most once when page_size >= by
+      c.slot -= page_size;
+      ++c.page;
+    }
+  }
+  __device__ const T* k_at(Cursor c) const {
+    return reinterpret_cast<const T*>(pages[c.page] + offset + c.slot * row_bytes);
+  }
+  __device__ const T* v_at(Cursor c) const {
+    return reinterpret_cast<const T*>(pages[c.page] + offset + v_offset + c.slot * row_bytes);
+  }
+  __device__ const T* k_row(int32_t key) const { return k_at(seek(key)); }
+  __device__ const T* v_row(int32_t key) const { return v_at(seek(key)); }
+  __device__ const T* k_row_simple(int32_t key) const {
+    return reinterpret_cast<const T*>(pages[key / page_size] + offset + (key % page_size) * row_bytes);
+  }
+  __device__ const T* v_row_simple(int32_t key) const {
+    return reinterpret_cast<const T*>(pages[key / page_size] + offset + v_offset + (key % page_size) * row_bytes);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ PagedView<T> make_view(const PagedKeys<T>& keys, int32_t /*group*/, int32_t head) {
+  const KvTableHeader& t = *keys.table;
+  PagedView<T> w;
+  w.pages = t.page_ptrs;
+  w.offset = int64_t{keys.block} * t.block_stride + int64_t{head} * keys.head_dim * static_cast<int64_t>(sizeof(T));
+  w.row_bytes = t.row_bytes;
+  w.v_offset = t.v_offset;
+  w.div = t.page_div;
+  w.page_size = t.page_size;
+  w.nk = t.num_keys;
+  return w;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {  // 2^x, relative error ~2^-22; exp2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// Key range [begin, end) of split `split` of `splits` over nk keys, cut in
+// units of `granule` keys (a tile) so that only a split's last tile can be
+// partial. Splits past the keys are empty (begin == end).
+__device__ __forceinline__ void split_range(int32_t nk, int32_t splits, int32_t split, int32_t granule,
+                                            int32_t& begin, int32_t& end) {
+  const int32_t granules = (nk + granule - 1) / granule;
+  const int32_t per_split = (granules + splits - 1) / splits;
+  const int64_t b = int64_t{split} * per_split * granule;
+  const int64_t e = b + int64_t{per_split} * granule;
+  begin = static_cast<int32_t>(b < nk ? b : nk);
+  end = static_cast<int32_t>(e < nk ? e : nk);
+}
+
+}  // namespace lingbot::cuda::attn

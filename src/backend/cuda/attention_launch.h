@@ -1,0 +1,86 @@
+// Internals of the attention kernels shared by the host code (attention.cpp,
+// compiled by the C++ compiler) and the kernels (attention.cu,
+// attention_mma.cu): the launch arguments, the two sources of keys as plain
+// data, and the launchers. Device-side helpers are in attention_kernels.cuh.
+//
+// Key sources. A kernel is written once against a source; both index the
+// keys of one (group, head) as j = 0 .. num_keys-1:
+//   DenseKeys: group g's keys are rows [g*n, (g+1)*n) of k and v
+//              [groups*n][num_heads*head_dim].
+//   PagedKeys: key j is slot j % page_size of visible page j / page_size in
+//              the cache's device table (kv_table.h), for block `block`;
+//              num_keys is read from the table on the device.
+#pragma once
+
+#include "backend/cuda/attention_types.h"
+#include "backend/cuda/kv_table.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace lingbot::cuda::attn {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The queries and outputs of one launch.
+//   q, out:   [groups * rows][num_heads * head_dim]
+//   part_o:   [splits][groups * rows][num_heads][head_dim]  (splits > 1)
+//   part_lse: [splits][groups * rows][num_heads]            (log2 domain)
+template <typename T>
+struct AttentionArgs {
+  const T* q = nullptr;
+  T* out = nullptr;
+  int32_t groups = 1;
+  int32_t rows = 0;  // queries per group
+  int32_t num_heads = 1;
+  int32_t head_dim = 1;
+  float scale_log2 = 0;  // log2(e) / sqrt(head_dim): scores in the exp2 domain
+  int32_t splits = 1;    // 1: normalise and write `out`; > 1: write the partials, then combine
+  float* part_o = nullptr;
+  float* part_lse = nullptr;
+  // A 16-byte aligned device address that the tensor-core kernels' zero-fill
+  // copies (cp.async with 0 source bytes) name; nothing is read from it.
+  const void* zero_fill_src = nullptr;
+
+  LB_HOST_DEVICE int64_t row_stride() const { return int64_t{num_heads} * head_dim; }
+  LB_HOST_DEVICE int64_t total_rows() const { return int64_t{groups} * rows; }
+};
+
+template <typename T>
+struct DenseKeys {
+  const T* k = nullptr;
+  const T* v = nullptr;
+  int64_t stride = 0;  // elements per row: num_heads * head_dim
+  int32_t n = 0;       // keys per group
+  int32_t head_dim = 0;
+};
+
+template <typename T>
+struct PagedKeys {
+  const KvTableHeader* table = nullptr;  // device
+  int32_t block = 0;
+  int32_t head_dim = 0;
+};
+
+// Runs `kernel` (Naive, Warp or Mma; Mma only for bf16) and, when
+// args.splits > 1, the combine kernel. Defined in attention.cu for
+// T = float, __nv_bfloat16 and both sources.
+template <typename T, typename Keys>
+void launch_attention(AttentionKernel kernel, const AttentionArgs<T>& args, const Keys& keys, cudaStream_t stream);
+
+// The tensor-core kernel (attention_mma.cu): bf16, head_dim 64.
+template <typename Keys>
+void launch_attention_mma(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
+// Resident CTAs per SM of the Mma kernel (occupancy API), for split choice.
+int attention_mma_ctas_per_sm();
+// The experimental wgmma kernel (attention_wgmma.cu): bf16, head_dim 64,
+// sm_90a; same grid and splits as the Mma kernel.
+template <typename Keys>
+void launch_attention_wgmma(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
+int attention_wgmma_ctas_per_sm();
+constexpr int kMmaQueryRows = 128;  // queries per CTA
+constexpr int kMmaKeyTile = 64;     // keys per shared-memory tile
+
+}  // namespace lingbot::cuda::attn

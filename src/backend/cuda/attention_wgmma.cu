@@ -1,0 +1,324 @@
+// Experimental: the attention kernel on Hopper's warpgroup MMA (wgmma,
+// sm_90a). bf16, head_dim 64. Same contract, grid and key splits as the
+// mma.sync kernel (attention_mma.cu); selected only explicitly
+// (AttentionKernel::Wgmma) until the GPU machine has measured it
+// (attention_versions.md).
+//
+// One CTA = 2 warpgroups = 256 threads = 128 query rows; warpgroup g owns
+// rows [64g, 64g + 64), warp w of it rows 16w..16w+15 (as in mma.sync's
+// fragment layouts). Per tile of 64 keys (K/V in shared memory, two stages,
+// cp.async, the same 128-byte-row XOR swizzle as attention_mma.cu, which is
+// exactly wgmma's 128B swizzle when a tile starts on a 1024-byte boundary):
+//   S[64 x 64]  = Q[64 x 64] K^T     4 x wgmma m64n64k16, A = Q from registers,
+//                                    B = K tile (K-major: keys are rows, dims contiguous)
+//   online softmax on S (fp32, exp2), P = bf16(S) in registers
+//   O[64 x 64] += P[64 x 64] V      4 x wgmma m64n64k16, A = P from registers,
+//                                    B = V tile (MN-major: dims contiguous), transposed
+// The accumulator fragment of wgmma m64nNk16 is, per warp, mma.sync's C
+// fragment repeated per 8 columns: d[4j + e] is (row lr + 8 (e / 2), column
+// 8j + 2 lc + e % 2); the A fragment in registers is mma.sync's A fragment.
+// So the softmax code is the mma kernel's with 8 atoms.
+//
+// Shared-memory matrix descriptors (PTX ISA, "Matrix Descriptor Format"):
+//   bits 0-13 address >> 4, 16-29 leading byte offset >> 4, 32-45 stride
+//   byte offset >> 4, 62-63 swizzle (1 = 128B).
+//   K tile (K-major, 128B swizzle): stride byte offset 1024 (8 rows of 128 B),
+//     leading byte offset unused (1); k-step kk starts 32 kk bytes into the row.
+//   V tile (MN-major, 128B swizzle): the 64 dims are one swizzle atom wide,
+//     so only the stride between 8-key groups (1024 bytes) is used; both
+//     offsets are set to it. k-step kk (16 keys) starts 2048 kk bytes in.
+// cp.async writes shared memory through the generic proxy and wgmma reads it
+// through the async proxy: every thread fences (fence.proxy.async) after its
+// copies land and before the barrier that precedes the wgmmas.
+#include "backend/cuda/attention_kernels.cuh"
+#include "backend/cuda/cuda_check.h"
+
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+namespace lingbot::cuda::attn {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kD = 64;
+constexpr int kThreads = 256;  // 2 warpgroups
+constexpr int kBr = kMmaQueryRows;  // 128
+constexpr int kBc = kMmaKeyTile;    // 64
+static_assert(kBc * kD * 2 % 1024 == 0);  // a tile is whole 1024-byte swizzle atoms
+static_assert(kBr == 128 && kBc == 64 && kThreads * 2 == kBc * 8);
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define LB_WGMMA 1
+#else
+#define LB_WGMMA 0
+#endif
+
+#if LB_WGMMA
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+__device__ __forceinline__ int tile_offset(int row, int chunk) { return row * kD + ((chunk ^ (row & 7)) << 3); }
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ uint64_t smem_desc(const void* tile, uint32_t leading, uint32_t stride) {
+  const uint64_t addr = smem_addr(tile);
+  return ((addr >> 4) & 0x3fffu) | (uint64_t{(leading >> 4) & 0x3fffu} << 16) |
+         (uint64_t{(stride >> 4) & 0x3fffu} << 32) | (uint64_t{1} << 62);
+}
+
+// d[32] (+)= a (registers, 16 rows per warp x 16) * B (descriptor, 16 x 64).
+// accumulate = false overwrites d. kTransB: B is MN-major.
+template <int kTransB>
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc,
+                                                bool accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %38, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(kTransB), "r"(static_cast<int>(accumulate)));
+}
+#endif
+
+template <typename Keys>
+__global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionArgs<bf16> a, Keys keys) {
+#if LB_WGMMA
+  // Two stages of K and V tiles, each starting on a 1024-byte boundary of the
+  // shared address space (wgmma's 128B swizzle works on absolute address
+  // bits), aligned by hand rather than trusting the alignment of a static
+  // shared array.
+  constexpr int kTileElems = kBc * kD;
+  __shared__ alignas(128) unsigned char smem_raw[4 * kTileElems * 2 + 1024];
+  const uint32_t raw_addr = smem_addr(smem_raw);
+  bf16* tiles = reinterpret_cast<bf16*>(smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr));
+  auto k_tile = [&](int stage) { return tiles + stage * kTileElems; };        // stages 0, 1
+  auto v_tile = [&](int stage) { return tiles + (2 + stage) * kTileElems; };
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;  // 0..7; warpgroup = warp / 4
+  const int lr = lane >> 2;
+  const int lc = lane & 3;
+
+  const int32_t q_tiles = (a.rows + kBr - 1) / kBr;
+  const int32_t group = static_cast<int32_t>(blockIdx.x) / q_tiles;
+  const int32_t row0 = (static_cast<int32_t>(blockIdx.x) % q_tiles) * kBr;
+  const int32_t head = static_cast<int32_t>(blockIdx.y);
+  const int32_t split = static_cast<int32_t>(blockIdx.z);
+  const int64_t stride = a.row_stride();
+
+  const auto view = make_view(keys, group, head);
+  int32_t kb, ke;
+  split_range(view.num_keys(), a.splits, split, kBc, kb, ke);
+
+  // This warp's 16 query rows: warp * 16 .. (warpgroup g = warp / 4 holds 64 g ..).
+  uint32_t qf[4][4];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const int32_t r = row0 + warp * 16 + lr + 8 * rh;
+    const bf16* qrow = a.q + (int64_t{group} * a.rows + r) * stride + int64_t{head} * kD;
+    const bool valid = r < a.rows;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      qf[kk][rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 2 * lc) : 0u;
+      qf[kk][2 + rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 8 + 2 * lc) : 0u;
+    }
+  }
+
+  float o[32];
+#pragma unroll
+  for (int e = 0; e < 32; ++e) o[e] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // rows lr, lr + 8; exp2 domain
+  float l[2] = {0.f, 0.f};
+
+  // Loader: 256 threads for 64 rows x 8 chunks of K and of V: thread copies
+  // chunks 2 (tid % 4) and 2 (tid % 4) + 1 of row tid / 4.
+  const int load_row = tid >> 2;
+  const int load_chunk0 = (tid & 3) * 2;
+  auto cursor = view.seek(kb + load_row);
+  auto load_tile = [&](int stage, int32_t tile_start) {
+    const bool valid = tile_start + load_row < ke;
+    const bf16* k_src = valid ? view.k_at(cursor) : static_cast<const bf16*>(a.zero_fill_src);
+    const bf16* v_src = valid ? view.v_at(cursor) : static_cast<const bf16*>(a.zero_fill_src);
+    const int bytes = valid ? 16 : 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = load_chunk0 + i;
+      const int off = tile_offset(load_row, c);
+      cp_async16(k_tile(stage) + off, valid ? k_src + c * 8 : k_src, bytes);
+      cp_async16(v_tile(stage) + off, valid ? v_src + c * 8 : v_src, bytes);
+    }
+    view.advance(cursor, kBc);
+  };
+
+  const int32_t n_tiles = (ke - kb + kBc - 1) / kBc;
+  if (n_tiles > 0) load_tile(0, kb);
+  cp_async_commit();
+
+  for (int32_t t = 0; t < n_tiles; ++t) {
+    const int stage = t & 1;
+    const int32_t tile_start = kb + t * kBc;
+    if (t + 1 < n_tiles) load_tile(stage ^ 1, tile_start + kBc);
+    cp_async_commit();
+    cp_async_wait1();
+    fence_proxy_async();  // this thread's cp.async data -> visible to the async proxy (wgmma)
+    __syncthreads();
+
+    // S = Q K^T.
+    float s[32];
+#pragma unroll
+    for (int e = 0; e < 32; ++e) s[e] = 0.f;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t desc = smem_desc(reinterpret_cast<const char*>(k_tile(stage)) + 32 * kk, 16, 1024);
+      wgmma_m64n64k16<0>(s, qf[kk], desc, true);
+    }
+    wgmma_commit();
+    wgmma_wait0();
+
+    if (tile_start + kBc > ke) {
+#pragma unroll
+      for (int e = 0; e < 32; ++e) {
+        const int key = tile_start + 8 * (e >> 2) + 2 * lc + (e & 1);
+        if (key >= ke) s[e] = -INFINITY;
+      }
+    }
+
+    // Online softmax; row rh: elements e with (e / 2) % 2 == rh.
+    float alpha[2];
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rh], s[4 * j + 2 * rh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[rh], mx * a.scale_log2);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      alpha[rh] = fast_exp2(m[rh] - m_use);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+#pragma unroll
+        for (int e = 4 * j + 2 * rh; e < 4 * j + 2 * rh + 2; ++e) {
+          const float p = fast_exp2(fmaf(s[e], a.scale_log2, -m_use));
+          s[e] = p;
+          sum += p;
+        }
+      }
+      l[rh] = l[rh] * alpha[rh] + sum;
+      m[rh] = m_new;
+    }
+#pragma unroll
+    for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
+
+    // O += P V.
+    uint32_t pa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
+      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);  // atom 2kk, row lr + 8
+      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // atom 2kk + 1, row lr
+      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // atom 2kk + 1, row lr + 8
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t desc = smem_desc(reinterpret_cast<const char*>(v_tile(stage)) + 2048 * kk, 1024, 1024);
+      wgmma_m64n64k16<1>(o, pa[kk], desc, true);
+    }
+    wgmma_commit();
+    wgmma_wait0();
+    __syncthreads();  // both warpgroups are done with `stage` before it is refilled
+  }
+
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    float sum = l[rh];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int32_t r = row0 + warp * 16 + lr + 8 * rh;
+    if (r >= a.rows) continue;
+    const int64_t i = int64_t{group} * a.rows + r;
+    if (a.splits == 1) {
+      bf16* orow = a.out + i * stride + int64_t{head} * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * lc) =
+            pack_bf16(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
+      }
+    } else {
+      const int64_t ih = (int64_t{split} * a.total_rows() + i) * a.num_heads + head;
+      float* prow = a.part_o + ih * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<float2*>(prow + 8 * j + 2 * lc) =
+            make_float2(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
+      }
+      if (lc == 0) a.part_lse[ih] = sum > 0.f ? m[rh] + log2f(sum) : -INFINITY;
+    }
+  }
+#else
+  __trap();  // not built for sm_90a; the host picks this kernel only on Hopper
+#endif
+}
+
+}  // namespace
+
+template <typename Keys>
+void launch_attention_wgmma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
+  const int32_t q_tiles = (args.rows + kBr - 1) / kBr;
+  const dim3 grid(static_cast<unsigned>(int64_t{args.groups} * q_tiles), static_cast<unsigned>(args.num_heads),
+                  static_cast<unsigned>(args.splits));
+  attention_wgmma_kernel<Keys><<<grid, kThreads, 0, stream>>>(args, keys);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_attention_wgmma<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,
+                                                      cudaStream_t);
+template void launch_attention_wgmma<PagedKeys<bf16>>(const AttentionArgs<bf16>&, const PagedKeys<bf16>&,
+                                                      cudaStream_t);
+
+int attention_wgmma_ctas_per_sm() {
+  int device = 0;
+  LB_CUDA_CHECK(cudaGetDevice(&device));
+  static thread_local int cached_device = -1;
+  static thread_local int cached = 0;
+  if (device != cached_device) {  // cached: the occupancy query is not for graph capture
+    int n = 0;
+    LB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_wgmma_kernel<PagedKeys<bf16>>,
+                                                                kThreads, 0));
+    cached = n > 0 ? n : 1;
+    cached_device = device;
+  }
+  return cached;
+}
+
+}  // namespace lingbot::cuda::attn

@@ -1,0 +1,671 @@
+// CudaBackend: argument checks (the same conditions and messages as the CPU
+// backend, plus device and dtype checks), memory and transfers, and the
+// dispatch of each op to cuBLASLt (gemm.h), cuDNN (conv.h), the attention
+// and KV cache code (attention.h, cuda_kv_cache.h) or the backend's own
+// kernels (kernels.h).
+#include "backend/cuda/cuda_backend.h"
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/conv.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kv_cache.h"
+#include "backend/cuda/device_memory.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace lingbot::cuda {
+
+namespace {
+
+// Pinned staging memory kept for upload_into; beyond this the buffers of
+// destinations not seen recently are released (after waiting for the stream).
+constexpr size_t kMaxStagingBytes = size_t{512} << 20;
+
+void check_on_device(const Tensor& t, const char* op, const char* what) {
+  LB_CHECK(t.defined(), "cuda backend: {}: {} is not allocated", op, what);
+  LB_CHECK(t.device() == Device::CUDA, "cuda backend: {}: {} must be on cuda, got {}", op, what, t.describe());
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  LB_CHECK(a.dtype() == b.dtype(), "cuda backend: {}: {} and {} differ in dtype", op, a.describe(), b.describe());
+}
+
+bool is_float16_32(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+// Rows of a tensor seen as a matrix [numel / cols, cols].
+int64_t rows_of(const Tensor& t, int64_t cols, const char* op) {
+  LB_CHECK(cols > 0 && t.numel() % cols == 0, "cuda backend: {}: {} is not a matrix with {} columns", op, t.describe(),
+           cols);
+  return t.numel() / cols;
+}
+
+// A float32 parameter vector of n elements on the device, or null.
+const float* f32_vector(const Tensor* t, int64_t n, const char* op, const char* what) {
+  if (t == nullptr) return nullptr;
+  check_on_device(*t, op, what);
+  LB_CHECK(t->dtype() == DType::F32 && t->numel() == n, "cuda backend: {}: {} must be float32 with {} elements, got {}",
+           op, what, n, t->describe());
+  return t->data_as<const float>();
+}
+
+struct Nchw {
+  int64_t n, c, h, w;
+};
+
+Nchw nchw_of(const Tensor& t, const char* op, const char* what) {
+  check_on_device(t, op, what);
+  LB_CHECK(t.ndim() == 4 && t.dtype() == DType::F32, "cuda backend: {}: {} must be float32 NCHW, got {}", op, what,
+           t.describe());
+  return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
+}
+
+char* bytes_at(const Tensor& t, int64_t element) {
+  return static_cast<char*>(t.data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Host tensor -> `bytes` of `dtype` at `dst` (host memory).
+void write_host_as(const Tensor& host, DType dtype, void* dst) {
+  if (host.dtype() == dtype) {
+    std::memcpy(dst, host.data(), host.nbytes());
+  } else {
+    const Tensor converted = host.to_dtype(dtype);  // throws for non-float targets
+    std::memcpy(dst, converted.data(), converted.nbytes());
+  }
+}
+
+}  // namespace
+
+// ---- creation ---------------------------------------------------------------
+
+bool device_available() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // no driver / no device: not an error for the caller
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  CudaBackendOptions options;
+  options.device = device;
+  return std::make_unique<CudaBackend>(options);
+}
+
+struct CudaBackend::Staging {
+  void* host = nullptr;  // pinned, `bytes` long
+  size_t bytes = 0;
+  cudaEvent_t copied = nullptr;  // recorded after the latest copy out of `host`
+  bool pending = false;          // `copied` was recorded (outside a capture)
+
+  Staging() = default;
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+  ~Staging() {
+    if (copied) {
+      (void)cudaEventSynchronize(copied);
+      (void)cudaEventDestroy(copied);
+    }
+    if (host) (void)cudaFreeHost(host);
+  }
+};
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) {
+  if (const char* env = std::getenv("LINGBOT_CUDA_SYNC"); env && std::strcmp(env, "1") == 0)
+    options_.sync_after_each_op = true;
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail("cuda backend: no usable CUDA device: {} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
+  }
+  LB_CHECK(options_.device >= 0 && options_.device < count, "cuda backend: device {} requested, {} present",
+           options_.device, count);
+  LB_CUDA_CHECK(cudaSetDevice(options_.device));
+  cudaDeviceProp prop{};
+  LB_CUDA_CHECK(cudaGetDeviceProperties(&prop, options_.device));
+  LB_CHECK(prop.major >= 8, "cuda backend: {} is sm_{}{}; bfloat16 tensor cores need sm_80 or newer", prop.name,
+           prop.major, prop.minor);
+  device_name_ = fmt::format("{}, sm_{}{}, {} SMs, {:.0f} GiB", prop.name, prop.major, prop.minor,
+                             prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+
+  const int device = options_.device;
+  register_device_allocator(Device::CUDA, [device](size_t bytes) -> std::shared_ptr<void> {
+    int current = -1;
+    LB_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device) LB_CUDA_CHECK(cudaSetDevice(device));
+    return std::shared_ptr<void>(device_malloc(bytes, "a tensor"), [](void* p) { device_free(p); });
+  });
+
+  LB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  try {
+    gemm_ = std::make_unique<Gemm>(stream_, options_.allow_tf32);
+    conv_ = std::make_unique<Conv>(stream_, options_.allow_tf32);
+    scratch_ = std::make_unique<DeviceScratch>(stream_, "float32 scratch");
+  } catch (...) {
+    gemm_.reset();
+    conv_.reset();
+    (void)cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  (void)cudaStreamSynchronize(stream_);
+  staging_.clear();
+  scratch_.reset();
+  conv_.reset();
+  gemm_.reset();
+  (void)cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::name() const { return fmt::format("cuda ({})", device_name_); }
+
+cublasLtHandle_t CudaBackend::cublaslt_handle() const { return gemm_->handle(); }
+
+void CudaBackend::after_op(const char* op) {
+  if (!options_.sync_after_each_op || capturing(stream_)) return;
+  const cudaError_t status = cudaStreamSynchronize(stream_);
+  if (status != cudaSuccess)
+    fail("cuda backend: {} failed on the GPU: {} ({})", op, cudaGetErrorString(status), cudaGetErrorName(status));
+}
+
+void CudaBackend::synchronize() { LB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+size_t CudaBackend::device_memory_in_use() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return 0;
+  return total_bytes - free_bytes;  // whole device, CUDA context included
+}
+
+// ---- CUDA graphs --------------------------------------------------------------
+
+namespace {
+struct RecordedGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~RecordedGraph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+}  // namespace
+
+void CudaBackend::begin_capture() {
+  // Work queued before the capture (this step's uploads) stays outside it;
+  // waiting here also keeps upload_into's staging reuse checks simple.
+  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  LB_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+std::shared_ptr<void> CudaBackend::end_capture() {
+  auto recorded = std::make_shared<RecordedGraph>();
+  LB_CUDA_CHECK(cudaStreamEndCapture(stream_, &recorded->graph));
+  LB_CUDA_CHECK(cudaGraphInstantiate(&recorded->exec, recorded->graph, 0));
+  return recorded;
+}
+
+void CudaBackend::replay(const std::shared_ptr<void>& graph) {
+  LB_CHECK(graph != nullptr, "internal error: replay of an empty graph");
+  LB_CUDA_CHECK(cudaGraphLaunch(static_cast<RecordedGraph*>(graph.get())->exec, stream_));
+  after_op("graph replay");
+}
+
+// ---- memory and transfers ---------------------------------------------------
+
+Tensor CudaBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CUDA); }
+
+Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
+  LB_CHECK(host.is_cpu(), "upload: expected a host tensor, got {}", host.describe());
+  Tensor dev = alloc(host.shape(), dtype);
+  if (host.numel() == 0) return dev;
+  if (host.dtype() == dtype) {
+    LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+  } else if (is_float16_32(host.dtype()) && is_float16_32(dtype)) {
+    // Raw bytes up, converted on the device (weights: fast, and no host copy).
+    void* raw = scratch_->get(host.nbytes());
+    LB_CUDA_CHECK(cudaMemcpyAsync(raw, host.data(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    kernels::convert(raw, host.dtype(), dev.data(), dtype, host.numel(), stream_);
+  } else {
+    const Tensor converted = host.to_dtype(dtype);
+    LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), converted.data(), converted.nbytes(), cudaMemcpyHostToDevice, stream_));
+    synchronize();  // before `converted` is released
+    return dev;
+  }
+  synchronize();  // the host tensor may be released as soon as we return
+  return dev;
+}
+
+CudaBackend::Staging& CudaBackend::staging_for(const Tensor& device) {
+  auto it = staging_.find(device.data());
+  if (it != staging_.end() && it->second->bytes == device.nbytes()) return *it->second;
+  check_not_capturing(stream_, "allocating a pinned staging buffer for upload_into");
+  if (it != staging_.end()) {
+    staging_bytes_ -= it->second->bytes;
+    staging_.erase(it);  // waits for its last copy
+  }
+  if (staging_bytes_ + device.nbytes() > kMaxStagingBytes) {
+    synchronize();
+    staging_.clear();
+    staging_bytes_ = 0;
+  }
+  auto s = std::make_unique<Staging>();
+  LB_CUDA_CHECK(cudaHostAlloc(&s->host, device.nbytes() == 0 ? 1 : device.nbytes(), cudaHostAllocDefault));
+  s->bytes = device.nbytes();
+  LB_CUDA_CHECK(cudaEventCreateWithFlags(&s->copied, cudaEventDisableTiming));
+  staging_bytes_ += s->bytes;
+  return *staging_.emplace(device.data(), std::move(s)).first->second;
+}
+
+void CudaBackend::stage_upload(const Tensor& host, const Tensor& device) {
+  LB_CHECK(host.is_cpu() && host.shape() == device.shape(), "stage_upload: {} into {}", host.describe(),
+           device.describe());
+  check_on_device(device, "stage_upload", "destination");
+  Staging& s = staging_for(device);
+  if (s.pending) LB_CUDA_CHECK(cudaEventSynchronize(s.copied));
+  write_host_as(host, device.dtype(), s.host);
+}
+
+void CudaBackend::upload_into(const Tensor& host, Tensor& device) {
+  LB_CHECK(host.is_cpu(), "upload_into: expected a host tensor, got {}", host.describe());
+  check_on_device(device, "upload_into", "destination");
+  LB_CHECK(host.shape() == device.shape(), "upload_into: {} into {}", host.describe(), device.describe());
+  if (device.numel() == 0) return;
+  Staging& s = staging_for(device);
+  const bool in_capture = capturing(stream_);
+  // The previous copy out of this buffer must be done before it is rewritten.
+  // (Inside a capture nothing is waited for: synchronize before capturing.)
+  if (s.pending && !in_capture) LB_CUDA_CHECK(cudaEventSynchronize(s.copied));
+  write_host_as(host, device.dtype(), s.host);
+  LB_CUDA_CHECK(cudaMemcpyAsync(device.data(), s.host, device.nbytes(), cudaMemcpyHostToDevice, stream_));
+  if (!in_capture) {
+    LB_CUDA_CHECK(cudaEventRecord(s.copied, stream_));
+    s.pending = true;
+  }
+  after_op("upload_into");
+}
+
+Tensor CudaBackend::download(const Tensor& device) {
+  check_on_device(device, "download", "source");
+  Tensor host = Tensor::empty(device.shape(), DType::F32);
+  if (device.numel() == 0) return host;
+  if (device.dtype() == DType::F32) {
+    LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  } else if (is_float16_32(device.dtype())) {
+    float* widened = scratch_->get_as<float>(device.numel());
+    kernels::convert(device.data(), device.dtype(), widened, DType::F32, device.numel(), stream_);
+    LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), widened, host.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  } else {
+    Tensor raw = Tensor::empty(device.shape(), device.dtype());
+    LB_CUDA_CHECK(cudaMemcpyAsync(raw.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    return raw.to_dtype(DType::F32);
+  }
+  synchronize();
+  return host;
+}
+
+void CudaBackend::fill(Tensor& t, float value) {
+  check_on_device(t, "fill", "tensor");
+  kernels::fill(t.data(), t.dtype(), t.numel(), value, stream_);
+  after_op("fill");
+}
+
+void CudaBackend::convert(const Tensor& src, Tensor& dst) {
+  check_on_device(src, "convert", "source");
+  check_on_device(dst, "convert", "destination");
+  LB_CHECK(src.numel() == dst.numel(), "convert: {} -> {}", src.describe(), dst.describe());
+  if (src.dtype() == dst.dtype()) {
+    if (src.numel() > 0 && src.data() != dst.data())
+      LB_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+  } else {
+    kernels::convert(src.data(), src.dtype(), dst.data(), dst.dtype(), src.numel(), stream_);
+  }
+  after_op("convert");
+}
+
+std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
+                                                        const kv::TokenLayout& tokens, int num_blocks) {
+  return make_cuda_kv_cache(layout, config, tokens, num_blocks, stream_);
+}
+
+// ---- dense layers -------------------------------------------------------------
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
+  const char* op = "linear";
+  check_on_device(x, op, "input");
+  check_on_device(w, op, "weight");
+  check_on_device(out, op, "output");
+  LB_CHECK(w.ndim() == 2, "cuda backend: linear: weight {} is not a matrix", w.describe());
+  check_same_dtype(x, w, op);
+  const int64_t M = w.dim(0), K = w.dim(1);
+  const int64_t N = rows_of(x, K, op);
+  LB_CHECK(out.numel() == N * M, "linear: output {} for [{}, {}]", out.describe(), N, M);
+  gemm_->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), out.data(), N, K, M, x.dtype(), out.dtype());
+  // nn.GELU() is the erf form; cuBLASLt's GELU epilogue is the tanh one, so
+  // the activation is a pass of its own (on the rounded output, as upstream).
+  if (act == Activation::Gelu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Gelu, stream_);
+  if (act == Activation::Relu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Relu, stream_);
+  after_op(op);
+}
+
+void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
+                                  Tensor& residual) {
+  const char* op = "linear_residual";
+  check_on_device(x, op, "input");
+  check_on_device(w, op, "weight");
+  check_on_device(residual, op, "residual");
+  LB_CHECK(w.ndim() == 2, "cuda backend: linear_residual: weight {} is not a matrix", w.describe());
+  check_same_dtype(x, w, op);
+  const int64_t M = w.dim(0), K = w.dim(1);
+  const int64_t N = rows_of(x, K, op);
+  LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
+  // The product (with its bias) in float32, then one pass
+  // residual = residual + gamma * product, rounded once to the residual's dtype.
+  float* product = scratch_->get_as<float>(N * M);
+  gemm_->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), product, N, K, M, x.dtype(), DType::F32);
+  kernels::residual_update(residual.data(), residual.dtype(), product, f32_vector(gamma, M, op, "gamma"), N, M,
+                           stream_);
+  after_op(op);
+}
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) {
+  const char* op = "layer_norm";
+  check_on_device(x, op, "input");
+  check_on_device(out, op, "output");
+  // The output may have another type than the input (a float32 residual
+  // stream normalised into a bfloat16 matrix-product input), but then not
+  // the same memory.
+  LB_CHECK(x.dtype() == out.dtype() || x.data() != out.data(), "cuda backend: layer_norm in place from {} to {}",
+           x.describe(), out.describe());
+  LB_CHECK(x.ndim() >= 1, "cuda backend: layer_norm of a scalar");
+  const int64_t C = w ? w->numel() : x.dim(-1);
+  const int64_t N = rows_of(x, C, op);
+  LB_CHECK(out.numel() == x.numel(), "layer_norm: output {} for input {}", out.describe(), x.describe());
+  kernels::layer_norm(x.data(), x.dtype(), out.data(), out.dtype(), f32_vector(w, C, op, "weight"),
+                      f32_vector(b, C, op, "bias"), N, C, eps, stream_);
+  after_op(op);
+}
+
+// ---- attention --------------------------------------------------------------------
+
+void CudaBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const QkNorm* norm, const RopeTable* rope,
+                            Tensor& q, Tensor& k, Tensor& v) {
+  const char* op = "split_qkv";
+  check_on_device(qkv, op, "qkv");
+  check_on_device(q, op, "q");
+  check_on_device(k, op, "k");
+  check_on_device(v, op, "v");
+  check_same_dtype(qkv, q, op);
+  check_same_dtype(qkv, k, op);
+  check_same_dtype(qkv, v, op);
+  LB_CHECK(num_heads > 0 && head_dim > 0, "split_qkv: {} heads of dimension {}", num_heads, head_dim);
+  const int64_t C = static_cast<int64_t>(num_heads) * head_dim;
+  const int64_t N = rows_of(qkv, 3 * C, op);
+  LB_CHECK(q.numel() == N * C && k.numel() == N * C && v.numel() == N * C, "split_qkv: outputs for [{}, {}]", N, C);
+
+  kernels::SplitQkv a;
+  a.qkv = qkv.data();
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.dtype = qkv.dtype();
+  a.tokens = N;
+  a.heads = num_heads;
+  a.head_dim = head_dim;
+  if (norm) {
+    a.norm = true;
+    a.q_weight = f32_vector(norm->q_weight, head_dim, op, "q_norm weight");
+    a.q_bias = f32_vector(norm->q_bias, head_dim, op, "q_norm bias");
+    a.k_weight = f32_vector(norm->k_weight, head_dim, op, "k_norm weight");
+    a.k_bias = f32_vector(norm->k_bias, head_dim, op, "k_norm bias");
+    a.eps = norm->eps;
+  }
+  if (rope) {
+    check_on_device(rope->cos, op, "rope cos");
+    check_on_device(rope->sin, op, "rope sin");
+    LB_CHECK(rope->cos.ndim() == 2 && rope->cos.dim(1) == head_dim / 2 && rope->cos.dim(0) > 0 &&
+                 rope->sin.numel() == rope->cos.numel() && rope->cos.dtype() == DType::F32 &&
+                 rope->sin.dtype() == DType::F32,
+             "split_qkv: rope table {} / {} for head_dim {}", rope->cos.describe(), rope->sin.describe(), head_dim);
+    const bool half_split = rope->pairs == RopeTable::Pairs::HalfSplit;
+    LB_CHECK(head_dim % (half_split ? 4 : 2) == 0, "split_qkv: {} RoPE needs head_dim divisible by {}, got {}",
+             half_split ? "half-split" : "interleaved", half_split ? 4 : 2, head_dim);
+    a.rope = half_split ? kernels::SplitQkv::Rope::HalfSplit : kernels::SplitQkv::Rope::Interleaved;
+    a.cos = rope->cos.data_as<const float>();
+    a.sin = rope->sin.data_as<const float>();
+    a.rope_rows = rope->cos.dim(0);
+  }
+  LB_CHECK((a.rope == kernels::SplitQkv::Rope::None && !a.norm) || C <= kernels::kSplitQkvMaxChannels,
+           "split_qkv: qk-norm and RoPE support up to {} channels (heads x head_dim), got {}",
+           kernels::kSplitQkvMaxChannels, C);
+  kernels::split_qkv(a, stream_);
+  after_op(op);
+}
+
+void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
+                            Tensor& out) {
+  const char* op = "attention";
+  check_on_device(q, op, "q");
+  check_on_device(k, op, "k");
+  check_on_device(v, op, "v");
+  check_on_device(out, op, "output");
+  attention_dense(q, k, v, groups, num_heads, head_dim, out, stream_);
+  after_op(op);
+}
+
+// ---- element-wise and data movement ------------------------------------------
+
+void CudaBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
+  const char* op = "copy_rows";
+  check_on_device(src, op, "source");
+  check_on_device(dst, op, "destination");
+  LB_CHECK(src.dtype() == dst.dtype(), "copy_rows: {} -> {}", src.describe(), dst.describe());
+  const int64_t src_rows = rows_of(src, c.cols, op), dst_rows = rows_of(dst, c.cols, op);
+  LB_CHECK(c.batches >= 0 && c.rows >= 0, "copy_rows: {} batches of {} rows", c.batches, c.rows);
+  if (c.batches == 0 || c.rows == 0) return;
+  // The blocks' offsets are linear in b: checking the first and last checks all.
+  for (const int64_t b : {int64_t{0}, c.batches - 1}) {
+    const int64_t s0 = c.src_offset + b * c.src_batch_stride;
+    const int64_t d0 = c.dst_offset + b * c.dst_batch_stride;
+    LB_CHECK(s0 >= 0 && s0 + c.rows <= src_rows && d0 >= 0 && d0 + c.rows <= dst_rows,
+             "copy_rows: block {} out of range", b);
+  }
+  // Blocks are copied in parallel: they must not overlap in the destination.
+  LB_CHECK(c.batches == 1 || std::abs(c.dst_batch_stride) >= c.rows,
+           "copy_rows: destination blocks of {} rows {} rows apart overlap", c.rows, c.dst_batch_stride);
+  const int64_t row_bytes = c.cols * static_cast<int64_t>(dtype_size(src.dtype()));
+  kernels::copy_2d(bytes_at(dst, c.dst_offset * c.cols), c.dst_batch_stride * row_bytes,
+                   bytes_at(src, c.src_offset * c.cols), c.src_batch_stride * row_bytes, c.rows * row_bytes, c.batches,
+                   stream_);
+  after_op(op);
+}
+
+void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "concat_cols";
+  check_on_device(a, op, "a");
+  check_on_device(b, op, "b");
+  check_on_device(out, op, "output");
+  check_same_dtype(a, out, op);
+  check_same_dtype(b, out, op);
+  const int64_t ca = a.dim(-1), cb = b.dim(-1);
+  const int64_t n = rows_of(a, ca, op);
+  LB_CHECK(rows_of(b, cb, op) == n && out.numel() == n * (ca + cb), "concat_cols: shapes differ");
+  const int64_t es = static_cast<int64_t>(dtype_size(out.dtype()));
+  kernels::copy_2d(out.data(), (ca + cb) * es, a.data(), ca * es, ca * es, n, stream_);
+  kernels::copy_2d(bytes_at(out, ca), (ca + cb) * es, b.data(), cb * es, cb * es, n, stream_);
+  after_op(op);
+}
+
+void CudaBackend::add_broadcast(Tensor& x, const Tensor& y) {
+  const char* op = "add_broadcast";
+  check_on_device(x, op, "x");
+  check_on_device(y, op, "y");
+  const int64_t n = x.numel(), m = y.numel();
+  LB_CHECK(m > 0 && n % m == 0, "add_broadcast: {} += {}", x.describe(), y.describe());
+  kernels::add_broadcast(x.data(), x.dtype(), n, y.data(), y.dtype(), m, stream_);
+  after_op(op);
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  const char* op = "add";
+  check_on_device(a, op, "a");
+  check_on_device(b, op, "b");
+  check_on_device(out, op, "output");
+  check_same_dtype(a, out, op);
+  check_same_dtype(b, out, op);
+  LB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes differ");
+  kernels::add(a.data(), b.data(), out.data(), out.dtype(), out.numel(), stream_);
+  after_op(op);
+}
+
+void CudaBackend::relu(const Tensor& x, Tensor& out) {
+  check_on_device(x, "relu", "input");
+  check_on_device(out, "relu", "output");
+  check_same_dtype(x, out, "relu");
+  LB_CHECK(x.numel() == out.numel(), "relu: shapes differ");
+  kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Relu, stream_);
+  after_op("relu");
+}
+
+void CudaBackend::silu(const Tensor& x, Tensor& out) {
+  check_on_device(x, "silu", "input");
+  check_on_device(out, "silu", "output");
+  check_same_dtype(x, out, "silu");
+  LB_CHECK(x.numel() == out.numel(), "silu: shapes differ");
+  kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Silu, stream_);
+  after_op("silu");
+}
+
+void CudaBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) {
+  const char* op = "adaln_modulate";
+  check_on_device(xn, op, "xn");
+  check_on_device(mod, op, "mod");
+  check_on_device(residual, op, "residual");
+  check_on_device(out, op, "output");
+  check_same_dtype(xn, mod, op);
+  check_same_dtype(xn, residual, op);
+  check_same_dtype(xn, out, op);
+  LB_CHECK(xn.ndim() >= 1, "cuda backend: adaln_modulate of a scalar");
+  const int64_t C = xn.dim(-1);
+  const int64_t N = rows_of(xn, C, op);
+  LB_CHECK(mod.numel() == N * 3 * C && residual.numel() == N * C && out.numel() == N * C,
+           "adaln_modulate: shapes differ");
+  kernels::adaln_modulate(xn.data(), mod.data(), residual.data(), out.data(), xn.dtype(), N, C, stream_);
+  after_op(op);
+}
+
+// ---- images and feature maps ---------------------------------------------------
+
+void CudaBackend::patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
+                           const std::array<float, 3>& std, Tensor& patches) {
+  const char* op = "patchify";
+  const Nchw s = nchw_of(images, op, "images");
+  check_on_device(patches, op, "patches");
+  LB_CHECK(patch > 0 && s.c == 3 && s.h % patch == 0 && s.w % patch == 0, "patchify: {} is not 3 x multiples of {}",
+           images.describe(), patch);
+  const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * int64_t{patch} * patch;
+  LB_CHECK(patches.numel() == s.n * gh * gw * row, "patchify: output {}", patches.describe());
+  kernels::patchify(images.data_as<const float>(), s.n, s.h, s.w, patch, mean.data(), std.data(), patches.data(),
+                    patches.dtype(), stream_);
+  after_op(op);
+}
+
+void CudaBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) {
+  const char* op = "tokens_to_nchw";
+  check_on_device(tokens, op, "tokens");
+  check_on_device(maps, op, "maps");
+  check_same_dtype(tokens, maps, op);
+  const int64_t C = tokens.dim(-1);
+  const int64_t hw = static_cast<int64_t>(h) * w;
+  LB_CHECK(hw > 0 && C > 0 && tokens.numel() % (hw * C) == 0, "tokens_to_nchw: {} is not [B, {}x{}, C]",
+           tokens.describe(), h, w);
+  const int64_t B = tokens.numel() / (hw * C);
+  LB_CHECK(maps.numel() == tokens.numel(), "tokens_to_nchw: output {}", maps.describe());
+  LB_CHECK(B <= 65535 && hw <= 65535 * 32, "tokens_to_nchw: {} maps of {}x{} exceed the kernel's grid", B, h, w);
+  kernels::tokens_to_nchw(tokens.data(), maps.data(), tokens.dtype(), B, hw, C, stream_);
+  after_op(op);
+}
+
+void CudaBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
+  const char* op = "conv2d";
+  const Nchw in = nchw_of(x, op, "input");
+  const Nchw o = nchw_of(out, op, "output");
+  check_on_device(w, op, "weight");
+  LB_CHECK(w.ndim() == 4 && w.dtype() == DType::F32 && w.dim(1) == in.c && w.dim(2) == w.dim(3) && w.dim(0) == o.c,
+           "conv2d: weight {} for input {} and output {}", w.describe(), x.describe(), out.describe());
+  LB_CHECK(stride > 0 && pad >= 0, "conv2d: stride {} and padding {}", stride, pad);
+  ConvShape s;
+  s.batches = in.n;
+  s.in_channels = in.c;
+  s.height = in.h;
+  s.width = in.w;
+  s.out_channels = o.c;
+  s.kernel = w.dim(2);
+  s.stride = stride;
+  s.pad = pad;
+  LB_CHECK(o.h == s.out_height() && o.w == s.out_width() && o.n == in.n,
+           "conv2d: output {} does not match input {} (k {}, stride {}, pad {})", out.describe(), x.describe(), s.kernel,
+           stride, pad);
+  conv_->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
+  if (const float* bias = f32_vector(b, o.c, op, "bias"))
+    kernels::add_channel_bias(out.data_as<float>(), bias, o.n, o.c, o.h * o.w, stream_);
+  after_op(op);
+}
+
+void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
+  const char* op = "conv_transpose2d";
+  const Nchw in = nchw_of(x, op, "input");
+  const Nchw o = nchw_of(out, op, "output");
+  check_on_device(w, op, "weight");
+  LB_CHECK(k > 0 && w.ndim() == 4 && w.dtype() == DType::F32 && w.dim(0) == in.c && w.dim(2) == k && w.dim(3) == k &&
+               w.dim(1) == o.c && o.h == in.h * k && o.w == in.w * k && o.n == in.n,
+           "conv_transpose2d: weight {} input {} output {}", w.describe(), x.describe(), out.describe());
+  const float* bias = f32_vector(b, o.c, op, "bias");
+  // Kernel == stride: every output pixel has exactly one input pixel, so per batch
+  //   y[(co, ky, kx), p] = sum_ci w[ci, (co, ky, kx)] x[ci, p]
+  // is one matrix product, then a scatter to (iy*k + ky, ix*k + kx) adds the bias.
+  // Column-major: y^T (hw x okk) = x^T (hw x Cin, x stored as is) * w (w stored okk x Cin, transposed).
+  const int64_t hw = in.h * in.w, okk = o.c * k * k;
+  MatmulShape s;
+  s.transpose_a = false;
+  s.transpose_b = true;
+  s.m = hw;
+  s.n = okk;
+  s.k = in.c;
+  s.lda = hw;
+  s.ldb = okk;
+  s.ldd = hw;
+  s.ab_type = DType::F32;
+  s.d_type = DType::F32;
+  float* y = scratch_->get_as<float>(okk * hw);
+  for (int64_t n = 0; n < in.n; ++n) {
+    gemm_->matmul(s, x.data_as<const float>() + n * in.c * hw, w.data(), nullptr, y);
+    kernels::scatter_transposed_conv(y, bias, out.data_as<float>(), n, o.c, in.h, in.w, k, stream_);
+  }
+  after_op(op);
+}
+
+void CudaBackend::resize_bilinear(const Tensor& x, Tensor& out) {
+  const char* op = "resize_bilinear";
+  const Nchw in = nchw_of(x, op, "input");
+  const Nchw o = nchw_of(out, op, "output");
+  LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
+  LB_CHECK(o.h * o.w == 0 || in.h * in.w > 0, "resize_bilinear: {} -> {}", x.describe(), out.describe());
+  kernels::resize_bilinear(x.data_as<const float>(), out.data_as<float>(), in.n * in.c, in.h, in.w, o.h, o.w, stream_);
+  after_op(op);
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,135 @@
+// The CUDA backend: the model's ops on one NVIDIA GPU.
+//
+// Precision (see docs/cuda-backend.md): the encoder and aggregator run in
+// bfloat16 (compute_dtype(); weights and activations bf16, every product and
+// reduction accumulated in float32); the camera and DPT heads run in float32,
+// their matrix products and convolutions on TF32 tensor cores unless
+// CudaBackendOptions::allow_tf32 is false. Vectors (norm weights, biases,
+// LayerScale gains) and RoPE tables are float32 on every path.
+//
+// Execution: one non-default stream per backend; every op only enqueues work
+// on it and returns (no device synchronisation inside an op), so a frame
+// step can be captured into a CUDA graph once it has run once (the first
+// run sizes every scratch buffer and picks every cuBLASLt/cuDNN algorithm).
+// synchronize() and download() wait for the stream.
+//
+// Memory: tensors on Device::CUDA come from cudaMalloc (registered with
+// lingbot::register_device_allocator when the backend is made; the allocator
+// serves the device of the backend made last). Host -> device copies made
+// every frame (upload_into) go through pinned staging buffers, one per
+// destination tensor, so they are asynchronous and capturable.
+#pragma once
+
+#include "backend/backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+
+namespace lingbot::cuda {
+
+class Gemm;
+class Conv;
+class DeviceScratch;
+
+struct CudaBackendOptions {
+  int device = 0;
+  // TF32 tensor cores for the float32 matrix products and convolutions (the
+  // heads). Off: full float32 (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH).
+  bool allow_tf32 = true;
+  // Wait for the stream after every op and report the first failing op by
+  // name (debugging; defeats asynchrony). Also on when the environment
+  // variable LINGBOT_CUDA_SYNC is set to 1.
+  bool sync_after_each_op = false;
+};
+
+// True when a CUDA device can be used (driver present, at least one GPU).
+// Never throws.
+bool device_available();
+
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override;
+
+  Tensor alloc(const Shape& shape, DType dtype) override;
+  Tensor upload(const Tensor& host, DType dtype) override;
+  void upload_into(const Tensor& host, Tensor& device) override;
+  Tensor download(const Tensor& device) override;
+  void fill(Tensor& t, float value) override;
+  void convert(const Tensor& src, Tensor& dst) override;
+  void synchronize() override;
+  DType compute_dtype() const override { return DType::BF16; }
+  size_t device_memory_in_use() const override;
+
+  // CUDA graphs: capture on the backend's stream (thread-local mode), replay
+  // with cudaGraphLaunch on the same stream, after whatever prepare() queued.
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  std::shared_ptr<void> end_capture() override;
+  void replay(const std::shared_ptr<void>& graph) override;
+
+  std::unique_ptr<kv::KvCache> make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
+                                             const kv::TokenLayout& tokens, int num_blocks) override;
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) override;
+  void linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
+                       Tensor& residual) override;
+  void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) override;
+
+  void split_qkv(const Tensor& qkv, int num_heads, int head_dim, const QkNorm* norm, const RopeTable* rope,
+                 Tensor& q, Tensor& k, Tensor& v) override;
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
+                 Tensor& out) override;
+
+  void copy_rows(const Tensor& src, Tensor& dst, const RowCopy& copy) override;
+  void concat_cols(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void add_broadcast(Tensor& x, const Tensor& y) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void relu(const Tensor& x, Tensor& out) override;
+  void silu(const Tensor& x, Tensor& out) override;
+  void adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) override;
+
+  void patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
+                const std::array<float, 3>& std, Tensor& patches) override;
+  void tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) override;
+  void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) override;
+  void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
+  void resize_bilinear(const Tensor& x, Tensor& out) override;
+
+  // ---- beyond the Backend interface (graph capture, tests, benchmarks) ----
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t cublaslt_handle() const;
+  Gemm& gemm() { return *gemm_; }
+  const CudaBackendOptions& options() const { return options_; }
+  // Refills the pinned staging buffer of `device` from `host` without
+  // enqueueing the copy: for replaying a captured graph, whose copy node
+  // reads that buffer (upload_into inside the capture recorded it). Call it
+  // when the previous replay no longer reads the buffer (after it finished).
+  void stage_upload(const Tensor& host, const Tensor& device);
+
+ private:
+  struct Staging;
+  Staging& staging_for(const Tensor& device);
+  void after_op(const char* op);  // error check / optional synchronisation
+
+  CudaBackendOptions options_;
+  cudaStream_t stream_ = nullptr;
+  std::string device_name_;
+  std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<Conv> conv_;
+  std::unique_ptr<DeviceScratch> scratch_;  // float32 products before their epilogue kernel, download conversions
+  std::map<const void*, std::unique_ptr<Staging>> staging_;  // by destination device pointer
+  size_t staging_bytes_ = 0;
+};
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,298 @@
+#include "backend/cuda/cuda_kv_cache.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv_append.h"
+#include "core/error.h"
+#include "core/half.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace lingbot::cuda {
+
+namespace {
+
+// Dense layout: pages per chunk so that a chunk holds about this much per
+// block (f32), like the CPU dense store's slabs.
+constexpr int64_t kDenseChunkBytes = int64_t{4} << 20;
+
+int32_t dense_pages_per_chunk(const kv::CacheConfig& config, const kv::TokenLayout& tokens) {
+  const kv::WindowPolicy window(config, tokens);
+  const int64_t page_size = window.evicts() ? tokens.tokens_per_frame() : DensePagePlanner::kStreamPageTokens;
+  const int64_t page_bytes_f32 = 2 * page_size * tokens.row_floats() * 4;
+  return static_cast<int32_t>(std::clamp<int64_t>(kDenseChunkBytes / page_bytes_f32, 1, 64));
+}
+
+int lowest_bit(int64_t x) { return x == 0 ? 16 : static_cast<int>(x & -x); }
+
+}  // namespace
+
+std::unique_ptr<kv::KvCache> make_cuda_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
+                                                const kv::TokenLayout& tokens, int num_blocks, cudaStream_t stream) {
+  kv::validate(config);
+  kv::validate(tokens);
+  LB_CHECK(num_blocks >= 1, "kv cache: num_blocks must be >= 1, got {}", num_blocks);
+  return std::make_unique<CudaKvCache>(layout, config, tokens, num_blocks, stream);
+}
+
+CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const kv::TokenLayout& tokens,
+                         int num_blocks, cudaStream_t stream)
+    : layout_(layout),
+      config_(config),
+      tokens_(tokens),
+      stream_(stream),
+      steps_(num_blocks),
+      table_(stream),
+      scratch_(stream, "kv cache attention splits") {
+  kv::validate(config);
+  kv::validate(tokens);
+  if (layout == kv::Layout::Paged) {
+    paged_ = std::make_unique<kv::PagePlanner>(config, tokens);
+    page_size_ = paged_->page_size();
+    pages_per_chunk_ = config.pool_growth_pages;
+  } else {
+    pages_per_chunk_ = dense_pages_per_chunk(config, tokens);
+    dense_ = std::make_unique<DensePagePlanner>(config, tokens, pages_per_chunk_);
+    page_size_ = dense_->page_size();
+  }
+}
+
+CudaKvCache::~CudaKvCache() {
+  (void)cudaStreamSynchronize(stream_);  // kernels may still read the pages
+  for (char* c : chunks_) device_free(c);
+}
+
+// ---- the planner of the layout ------------------------------------------------
+
+const kv::StepPlan& CudaKvCache::planner_begin(int num_frames, bool store) {
+  return paged_ ? paged_->begin_step(num_frames, store) : dense_->begin_step(num_frames, store);
+}
+void CudaKvCache::planner_end() { paged_ ? paged_->end_step() : dense_->end_step(); }
+const kv::StepPlan& CudaKvCache::planner_plan() const { return paged_ ? paged_->plan() : dense_->plan(); }
+kv::PageTable CudaKvCache::planner_stored_table() const {
+  return paged_ ? paged_->stored_table() : dense_->stored_table();
+}
+const kv::PagePool& CudaKvCache::planner_pool() const { return paged_ ? paged_->pool() : dense_->pool(); }
+const kv::WindowPolicy& CudaKvCache::planner_window() const {
+  return paged_ ? paged_->window() : dense_->window();
+}
+
+// ---- memory -------------------------------------------------------------------
+
+int64_t CudaKvCache::row_bytes() const {
+  return dtype_ ? tokens_.row_floats() * static_cast<int64_t>(dtype_size(*dtype_)) : 0;
+}
+int64_t CudaKvCache::page_bytes() const { return 2 * int64_t{page_size_} * row_bytes(); }
+
+char* CudaKvCache::page_ptr(int32_t page) const {
+  return chunks_[static_cast<size_t>(page / pages_per_chunk_)] + int64_t{page % pages_per_chunk_} * page_bytes();
+}
+
+void CudaKvCache::ensure_chunks(int32_t pool_pages) {
+  LB_ASSERT(dtype_.has_value());
+  const int64_t chunk_bytes = int64_t{num_blocks()} * pages_per_chunk_ * page_bytes();
+  while (static_cast<int64_t>(chunks_.size()) * pages_per_chunk_ < pool_pages) {
+    check_not_capturing(stream_, "growing the kv cache");
+    chunks_.push_back(static_cast<char*>(device_malloc(static_cast<size_t>(chunk_bytes), "kv cache pages")));
+    bytes_reserved_ += chunk_bytes;
+  }
+}
+
+void CudaKvCache::upload_step() {
+  const kv::StepPlan& plan = planner_plan();
+  ensure_chunks(plan.pool_pages);
+  const int64_t rb = row_bytes();
+
+  std::vector<DeviceRowMove> moves;
+  for (const RowMove& m : row_moves(plan)) {
+    DeviceRowMove d{};
+    d.dst = page_ptr(m.dst_page) + int64_t{m.dst_slot} * rb;
+    if (m.src_page >= 0) {
+      d.src = page_ptr(m.src_page) + m.src * rb;
+    } else {
+      d.src = nullptr;
+      d.src_row = m.src;
+    }
+    moves.push_back(d);
+  }
+  std::vector<char*> pages;
+  pages.reserve(plan.visible.page_ids.size());
+  for (int32_t id : plan.visible.page_ids) pages.push_back(page_ptr(id));
+
+  const int64_t num_keys = plan.visible.num_tokens();
+  LB_CHECK(num_keys <= std::numeric_limits<int32_t>::max() && moves.size() <= size_t{1} << 30,
+           "kv cache: {} visible keys is more than the GPU kernels index", num_keys);
+  KvTableHeader h;
+  h.num_keys = static_cast<int32_t>(num_keys);
+  h.num_pages = plan.visible.num_pages();
+  h.page_size = page_size_;
+  h.num_moves = static_cast<int32_t>(moves.size());
+  h.page_div = FastDiv::make(page_size_);
+  h.row_bytes = rb;
+  h.v_offset = int64_t{page_size_} * rb;
+  h.block_stride = int64_t{pages_per_chunk_} * page_bytes();
+  table_.upload(h, pages, moves);
+  step_uploaded_ = true;
+}
+
+// ---- the step protocol ------------------------------------------------------------
+
+void CudaKvCache::begin_step(int num_frames, bool store) {
+  steps_.check_begin(num_frames);
+  planner_begin(num_frames, store);
+  steps_.begin(num_frames, store);
+  step_uploaded_ = false;
+  if (dtype_) upload_step();  // else at the first append, which fixes the dtype
+}
+
+void CudaKvCache::check_rows(const Tensor& t, int64_t rows, const char* what) const {
+  LB_CHECK(t.defined(), "kv cache: {} is an undefined tensor", what);
+  LB_CHECK(t.device() == Device::CUDA, "kv cache: {} must be on the GPU, got {}", what, t.describe());
+  LB_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32, "kv cache: {} must be bfloat16 or float32, got {}",
+           what, t.describe());
+  const bool shape_ok = (t.ndim() == 3 && t.dim(1) == tokens_.num_heads && t.dim(2) == tokens_.head_dim) ||
+                        (t.ndim() == 2 && t.dim(1) == tokens_.row_floats());
+  LB_CHECK(shape_ok && (rows < 0 || t.dim(0) == rows), "kv cache: {} must be [{}, {}, {}], got {}", what,
+           rows < 0 ? std::string("n") : std::to_string(rows), tokens_.num_heads, tokens_.head_dim, t.describe());
+}
+
+void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
+  steps_.check_append(block);
+  const int64_t rows = int64_t{steps_.num_frames()} * tokens_.tokens_per_frame();
+  check_rows(k, rows, "append: k");
+  check_rows(v, rows, "append: v");
+  LB_CHECK(k.dtype() == v.dtype(), "kv cache: append: k is {} but v is {}", dtype_name(k.dtype()),
+           dtype_name(v.dtype()));
+  LB_CHECK(!dtype_ || *dtype_ == k.dtype(), "kv cache: append: the cache stores {}, got {} (reset to change)",
+           dtype_name(*dtype_), dtype_name(k.dtype()));
+  if (!dtype_) dtype_ = k.dtype();
+  if (!step_uploaded_) upload_step();
+
+  const auto k_addr = reinterpret_cast<uintptr_t>(k.data());
+  const auto v_addr = reinterpret_cast<uintptr_t>(v.data());
+  const int unit = std::min({16, lowest_bit(row_bytes()), lowest_bit(static_cast<int64_t>(k_addr)),
+                             lowest_bit(static_cast<int64_t>(v_addr))});
+  LB_CHECK(unit >= 2, "kv cache: append: k/v must be at least 2-byte aligned");
+  launch_kv_append(table_.device(), block, k.data(), v.data(), unit, stream_);
+  steps_.mark_appended(block);
+}
+
+void CudaKvCache::attend(int block, const Tensor& q, Tensor& out) {
+  steps_.check_attend(block);
+  check_rows(q, -1, "attend: q");
+  check_rows(out, q.dim(0), "attend: out");
+  LB_CHECK(q.dtype() == *dtype_ && out.dtype() == *dtype_, "kv cache: attend: q and out must be {} like the "
+           "cache, got {} and {}", dtype_name(*dtype_), dtype_name(q.dtype()), dtype_name(out.dtype()));
+  attention_paged(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_, stream_, kernel_,
+                  splits_);
+}
+
+void CudaKvCache::note_replayed_step() {
+  LB_CHECK(steps_.in_step(), "kv cache: note_replayed_step outside a step (call begin_step first)");
+  LB_CHECK(step_uploaded_ && dtype_.has_value(),
+           "kv cache: a replayed step needs a cache that has run a step eagerly since construction or reset");
+  for (int b = 0; b < num_blocks(); ++b) {
+    if (!steps_.appended(b)) steps_.mark_appended(b);
+  }
+}
+
+void CudaKvCache::end_step() {
+  steps_.check_end();
+  planner_end();
+  steps_.end();
+}
+
+void CudaKvCache::reset() {
+  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // kernels may still read the pages
+  for (char* c : chunks_) device_free(c);
+  chunks_.clear();
+  bytes_reserved_ = 0;
+  dtype_.reset();
+  step_uploaded_ = false;
+  if (paged_) {
+    paged_->reset();
+  } else {
+    dense_->reset();
+  }
+  steps_.reset();
+}
+
+void CudaKvCache::set_attention(AttentionKernel kernel, int splits) {
+  LB_CHECK(splits >= 0, "kv cache: splits must be >= 0, got {}", splits);
+  kernel_ = kernel;
+  splits_ = splits;
+}
+
+// ---- inspection ---------------------------------------------------------------------
+
+std::pair<Tensor, Tensor> CudaKvCache::gather_visible(int block) const {
+  LB_CHECK(block >= 0 && block < num_blocks(), "kv cache: gather_visible: block {} out of range [0, {})", block,
+           num_blocks());
+  kv::PageTable table;
+  if (steps_.in_step()) {
+    steps_.check_attend(block);
+    table = planner_plan().visible;
+  } else {
+    table = planner_stored_table();
+  }
+  const int64_t n = dtype_ ? table.num_tokens() : 0;
+  Tensor k = Tensor::empty({n, tokens_.num_heads, tokens_.head_dim});
+  Tensor v = Tensor::empty({n, tokens_.num_heads, tokens_.head_dim});
+  if (n == 0) return {std::move(k), std::move(v)};
+
+  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const int64_t rb = row_bytes();
+  const int64_t row = tokens_.row_floats();
+  const int64_t block_offset = int64_t{block} * pages_per_chunk_ * page_bytes();
+  std::vector<char> staging(static_cast<size_t>(int64_t{page_size_} * rb));
+  int64_t at = 0;  // token
+  for (int32_t i = 0; i < table.num_pages(); ++i) {
+    const int64_t len = table.page_len(i);
+    const char* page = page_ptr(table.page_ids[static_cast<size_t>(i)]) + block_offset;
+    for (int kv_index = 0; kv_index < 2; ++kv_index) {
+      LB_CUDA_CHECK(cudaMemcpy(staging.data(), page + kv_index * int64_t{page_size_} * rb,
+                               static_cast<size_t>(len * rb), cudaMemcpyDeviceToHost));
+      float* dst = (kv_index == 0 ? k : v).f32() + at * row;
+      if (*dtype_ == DType::F32) {
+        std::memcpy(dst, staging.data(), static_cast<size_t>(len * rb));
+      } else {
+        const auto* src = reinterpret_cast<const uint16_t*>(staging.data());
+        for (int64_t e = 0; e < len * row; ++e) dst[e] = bf16_to_f32(src[e]);
+      }
+    }
+    at += len;
+  }
+  return {std::move(k), std::move(v)};
+}
+
+kv::CacheStats CudaKvCache::stats() const {
+  const kv::WindowPolicy& window = planner_window();
+  kv::CacheStats s;
+  s.layout = layout_;
+  s.num_blocks = num_blocks();
+  s.frames_seen = steps_.frames_seen();
+  s.frames_stored = window.frames_stored();
+  s.frames_listed = static_cast<int64_t>(window.frames().size());
+  s.scale_frames = window.pinned_frames();
+  s.window_frames = s.frames_listed - s.scale_frames;
+  s.frames_evicted = window.frames_evicted();
+  s.special_tokens_retained = window.retained_tokens();
+  s.visible_tokens = window.visible_tokens();
+  if (paged_) {
+    s.page_size = paged_->page_size();
+    s.pages_pool = paged_->pool().pool_pages();
+    s.pages_in_use = paged_->pool().used_pages();
+    s.pages_free = paged_->pool().free_pages();
+    s.frame_pages = static_cast<int64_t>(paged_->frame_pages().size());
+    s.special_pages = static_cast<int64_t>(paged_->special_pages().size());
+    s.special_stream_tokens = paged_->special_tokens();
+    s.bytes_in_use = s.pages_in_use * page_bytes() * num_blocks();
+  } else {
+    s.bytes_in_use = s.visible_tokens * 2 * row_bytes() * num_blocks();
+  }
+  s.bytes_reserved = bytes_reserved_;
+  return s;
+}
+
+}  // namespace lingbot::cuda

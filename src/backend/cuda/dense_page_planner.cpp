@@ -1,0 +1,188 @@
+#include "backend/cuda/dense_page_planner.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+
+namespace lingbot::cuda {
+
+DensePagePlanner::DensePagePlanner(const kv::CacheConfig& config, const kv::TokenLayout& layout,
+                                   int32_t pool_growth_pages)
+    : config_(config), layout_(layout), window_(config, layout), pool_(pool_growth_pages) {
+  page_size_ = window_.evicts() ? layout.tokens_per_frame() : kStreamPageTokens;
+}
+
+int32_t DensePagePlanner::take_page() {
+  const int32_t page = pool_.allocate();
+  step_allocations_.push_back(page);
+  return page;
+}
+
+template <typename Emit>
+void DensePagePlanner::append_to_stream(int32_t count, Emit&& emit) {
+  while (count > 0) {
+    const auto slot = static_cast<int32_t>(stream_tokens_ % page_size_);
+    if (slot == 0) stream_pages_.push_back(take_page());  // no page yet, or the tail is full
+    const int32_t n = std::min(count, page_size_ - slot);
+    emit(stream_pages_.back(), slot, n);
+    stream_tokens_ += n;
+    count -= n;
+  }
+}
+
+const kv::StepPlan& DensePagePlanner::begin_step(int num_frames, bool store) {
+  LB_CHECK(!in_step_, "kv cache: begin_step while the previous step is still open");
+  LB_CHECK(num_frames >= 1, "kv cache: a step has at least one frame, got {}", num_frames);
+
+  plan_.num_frames = num_frames;
+  plan_.store = store;
+  plan_.writes.clear();
+  plan_.copies.clear();
+  temp_pages_.clear();
+  step_allocations_.clear();
+  saved_pool_pages_ = pool_.pool_pages();
+  saved_stream_tokens_ = stream_tokens_;
+  saved_stream_pages_ = stream_pages_.size();
+
+  // 1. The window decides (store only); nothing is released yet.
+  const std::vector<kv::WindowPolicy::Eviction>* evictions = nullptr;
+  if (store) evictions = &window_.store(num_frames);
+  const int64_t first_new_frame = window_.frames_stored() - num_frames;  // meaningful if store
+
+  // 2. Every row of the step: a whole-frame page, or (non-evicting) the stream.
+  const int tpf = layout_.tokens_per_frame();
+  for (int i = 0; i < num_frames; ++i) {
+    const int64_t row0 = int64_t{i} * tpf;
+    if (frame_pages_mode()) {
+      const int32_t page = take_page();
+      plan_.writes.push_back({row0, page, 0, tpf});
+      if (store) {
+        frame_pages_.push_back({first_new_frame + i, page});
+      } else {
+        temp_pages_.push_back(page);
+      }
+    } else {
+      int64_t row = row0;
+      append_to_stream(tpf, [&](int32_t page, int32_t slot, int32_t n) {
+        plan_.writes.push_back({row, page, slot, n});
+        row += n;
+      });
+    }
+  }
+
+  // 3. Evictions (frame-pages mode only: a non-evicting window evicts nothing).
+  if (store && !evictions->empty()) {
+    LB_ASSERT(frame_pages_mode());
+    const size_t n_evicted = evictions->size();
+    const size_t first_pos = config_.include_scale_frames ? static_cast<size_t>(config_.scale_frames) : 0;
+    LB_ASSERT(first_pos + n_evicted <= frame_pages_.size());
+    const int32_t retained = window_.retained_tokens_per_frame();
+    // Retained specials leave their frame page for the stream (the page holds
+    // the whole frame, so slot = token index in the frame) ...
+    for (size_t e = 0; e < n_evicted; ++e) {
+      const FramePage& fp = frame_pages_[first_pos + e];
+      LB_ASSERT(fp.frame == (*evictions)[e].frame);
+      if (!(*evictions)[e].retained) continue;
+      int32_t src_slot = 0;
+      append_to_stream(retained, [&](int32_t page, int32_t slot, int32_t n) {
+        plan_.copies.push_back({fp.page, src_slot, page, slot, n});
+        src_slot += n;
+      });
+    }
+    // ... and only then are the evicted frames' pages released, oldest first.
+    for (size_t e = 0; e < n_evicted; ++e) pool_.release(frame_pages_[first_pos + e].page);
+    frame_pages_.erase(frame_pages_.begin() + static_cast<std::ptrdiff_t>(first_pos),
+                       frame_pages_.begin() + static_cast<std::ptrdiff_t>(first_pos + n_evicted));
+  }
+
+  plan_.pool_pages = pool_.pool_pages();
+  build_visible(plan_.visible);
+  in_step_ = true;
+  return plan_;
+}
+
+void DensePagePlanner::end_step() {
+  LB_CHECK(in_step_, "kv cache: end_step without begin_step");
+  if (!plan_.store) {
+    // Roll back: release in reverse order of allocation, then drop grown ids.
+    for (auto it = step_allocations_.rbegin(); it != step_allocations_.rend(); ++it) pool_.release(*it);
+    pool_.shrink_to(saved_pool_pages_);
+    stream_pages_.resize(saved_stream_pages_);
+    stream_tokens_ = saved_stream_tokens_;
+    temp_pages_.clear();
+  }
+  step_allocations_.clear();
+  in_step_ = false;
+}
+
+void DensePagePlanner::reset() {
+  window_.reset();
+  pool_.reset();
+  frame_pages_.clear();
+  stream_pages_.clear();
+  stream_pages_.shrink_to_fit();
+  stream_tokens_ = 0;
+  in_step_ = false;
+  plan_ = kv::StepPlan{};
+  temp_pages_.clear();
+  step_allocations_.clear();
+}
+
+void DensePagePlanner::build_visible(kv::PageTable& table) const {
+  table.page_size = page_size_;
+  table.page_ids.clear();
+  for (const FramePage& fp : frame_pages_) table.page_ids.push_back(fp.page);
+  table.page_ids.insert(table.page_ids.end(), temp_pages_.begin(), temp_pages_.end());
+  table.page_ids.insert(table.page_ids.end(), stream_pages_.begin(), stream_pages_.end());
+  if (table.page_ids.empty()) {
+    table.last_page_len = 0;
+  } else if (!stream_pages_.empty()) {
+    const auto tail = static_cast<int32_t>(stream_tokens_ % page_size_);
+    table.last_page_len = tail == 0 ? page_size_ : tail;
+  } else {
+    table.last_page_len = page_size_;  // a frame page is always full
+  }
+}
+
+kv::PageTable DensePagePlanner::stored_table() const {
+  LB_CHECK(!in_step_, "kv cache: the stored page table is asked for inside a step");
+  kv::PageTable table;
+  build_visible(table);
+  return table;
+}
+
+void DensePagePlanner::check_invariants() const {
+  pool_.check_invariants();
+  std::vector<uint8_t> owner(static_cast<size_t>(pool_.pool_pages()), 0);
+  auto claim = [&](int32_t page, const char* what) {
+    LB_CHECK(page >= 0 && page < pool_.pool_pages(), "dense planner: {} page {} outside the pool", what, page);
+    LB_CHECK(pool_.is_used(page), "dense planner: {} page {} is on the free list", what, page);
+    LB_CHECK(!owner[static_cast<size_t>(page)], "dense planner: {} page {} is in two lists", what, page);
+    owner[static_cast<size_t>(page)] = 1;
+  };
+  for (const FramePage& fp : frame_pages_) claim(fp.page, "frame");
+  for (int32_t p : stream_pages_) claim(p, "stream");
+  for (int32_t p : temp_pages_) claim(p, "temporary");
+  const auto claimed = std::count(owner.begin(), owner.end(), uint8_t{1});
+  LB_CHECK(claimed == pool_.used_pages(), "dense planner: {} pages in use but {} in lists", pool_.used_pages(),
+           claimed);
+  if (frame_pages_mode()) {
+    const auto& frames = window_.frames();
+    LB_CHECK(frames.size() == frame_pages_.size(), "dense planner: {} frame pages for {} listed frames",
+             frame_pages_.size(), frames.size());
+    for (size_t i = 0; i < frames.size(); ++i) {
+      LB_CHECK(frames[i] == frame_pages_[i].frame, "dense planner: frame page {} is frame {}, list says {}", i,
+               frame_pages_[i].frame, frames[i]);
+    }
+    LB_CHECK(stream_tokens_ == window_.retained_tokens(), "dense planner: {} stream tokens, {} retained",
+             stream_tokens_, window_.retained_tokens());
+  } else {
+    LB_CHECK(frame_pages_.empty(), "dense planner: frame pages in stream mode");
+  }
+  const int64_t want_pages = (stream_tokens_ + page_size_ - 1) / page_size_;
+  LB_CHECK(static_cast<int64_t>(stream_pages_.size()) == want_pages,
+           "dense planner: {} stream pages for {} stream tokens of page size {}", stream_pages_.size(),
+           stream_tokens_, page_size_);
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,71 @@
+#include "backend/cuda/device_memory.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace lingbot::cuda {
+
+namespace {
+
+std::atomic<int64_t> g_allocations{0};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+}  // namespace
+
+void* device_malloc(size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t status = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();  // not sticky: clear it so later calls do not report it again
+    size_t free_bytes = 0, total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    fail("cuda: out of memory allocating {:.1f} MiB for {} ({:.1f} MiB free of {:.1f} MiB)", bytes / kMiB, what,
+         free_bytes / kMiB, total_bytes / kMiB);
+  }
+  LB_CUDA_CHECK(status);
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return p;
+}
+
+void device_free(void* p) noexcept {
+  if (p != nullptr) (void)cudaFree(p);  // a destructor's path: nothing sensible to do on failure
+}
+
+int64_t device_allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+
+void check_not_capturing(cudaStream_t stream, const char* what) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  LB_CHECK(capture == cudaStreamCaptureStatusNone,
+           "cuda backend: {} during CUDA graph capture; run the step once before capturing it", what);
+}
+
+DeviceScratch::~DeviceScratch() {
+  if (data_ != nullptr) {
+    (void)cudaStreamSynchronize(stream_);
+    device_free(data_);
+  }
+}
+
+void* DeviceScratch::get(size_t bytes) {
+  if (bytes <= capacity_ && data_ != nullptr) return data_;
+  check_not_capturing(stream_, ("growing the scratch buffer '" + what_ + "'").c_str());
+  // Round up to 2 MiB so that nearby sizes do not each cause a reallocation.
+  constexpr size_t kGranule = size_t{2} << 20;
+  const size_t grown = std::max(kGranule, (bytes + kGranule - 1) / kGranule * kGranule);
+  if (data_ != nullptr) {
+    LB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // enqueued work may still use the old buffer
+    device_free(data_);
+    data_ = nullptr;
+    capacity_ = 0;
+  }
+  data_ = device_malloc(grown, what_.c_str());
+  capacity_ = grown;
+  return data_;
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,54 @@
+// Device memory of the CUDA backend: plain cudaMalloc/cudaFree (never
+// managed memory), counted, and a scratch buffer that grows to the largest
+// request it has seen.
+//
+// After the first run of a frame step every buffer has its final size, so
+// later steps allocate nothing: the property CUDA graph capture needs. The
+// allocation counter lets tests check it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace lingbot::cuda {
+
+// cudaMalloc on the current device; throws lingbot::Error naming `what`, the
+// size and the free memory when the device is full.
+void* device_malloc(size_t bytes, const char* what);
+void device_free(void* p) noexcept;
+// Successful device_malloc calls since the process started.
+int64_t device_allocation_count();
+
+// Scratch memory for one purpose (a GEMM result before the residual update,
+// a workspace). get() returns at least `bytes`; the pointer is valid until the
+// next get() that grows the buffer. Growing waits for `stream` (work already
+// enqueued may still read the old buffer) and is refused while `stream` is
+// being captured into a CUDA graph.
+class DeviceScratch {
+ public:
+  DeviceScratch(cudaStream_t stream, std::string what) : stream_(stream), what_(std::move(what)) {}
+  ~DeviceScratch();
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+
+  void* get(size_t bytes);
+  template <typename T>
+  T* get_as(int64_t count) {
+    return static_cast<T*>(get(static_cast<size_t>(count) * sizeof(T)));
+  }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  cudaStream_t stream_;
+  std::string what_;
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Throws if `stream` is being captured: `what` would break the capture.
+void check_not_capturing(cudaStream_t stream, const char* what);
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,108 @@
+// Image and feature-map kernels: patch extraction, the scatter step of the
+// DPT head's transposed convolutions and bilinear resizing. One thread per
+// output element, so every write is coalesced and every element is written
+// exactly once.
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace lingbot::cuda::kernels {
+
+namespace {
+
+struct Normalisation {
+  float mean[3];
+  float stddev[3];
+};
+
+// patches[(b, py, px), (c, dy, dx)] = (images[b, c, py*p + dy, px*p + dx] - mean[c]) / std[c]
+template <typename T>
+__global__ void patchify_kernel(const float* images, int64_t batches, int64_t height, int64_t width, int p,
+                                Normalisation norm, T* patches) {
+  const int64_t gh = height / p, gw = width / p;
+  const int64_t row = 3 * int64_t{p} * p;
+  const int64_t n = batches * gh * gw * row;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t patch = o / row, j = o % row;
+    const int64_t b = patch / (gh * gw), py = (patch / gw) % gh, px = patch % gw;
+    const int c = static_cast<int>(j / (p * p));
+    const int64_t dy = (j / p) % p, dx = j % p;
+    const float v = images[((b * 3 + c) * height + py * p + dy) * width + px * p + dx];
+    patches[o] = from_float<T>((v - norm.mean[c]) / norm.stddev[c]);
+  }
+}
+
+// out[b, co, oy, ox] = y[((co * k + oy % k) * k + ox % k), (oy / k) * w + ox / k] + bias[co]
+__global__ void scatter_transposed_conv_kernel(const float* y, const float* bias, float* out, int64_t cout, int64_t h,
+                                               int64_t w, int k) {
+  const int64_t oh = h * k, ow = w * k;
+  const int64_t n = cout * oh * ow;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t co = o / (oh * ow), oy = (o / ow) % oh, ox = o % ow;
+    const int64_t iy = oy / k, ky = oy % k, ix = ox / k, kx = ox % k;
+    const float v = y[((co * k + ky) * k + kx) * (h * w) + iy * w + ix];
+    out[o] = bias ? v + bias[co] : v;
+  }
+}
+
+// align_corners=True. The same float arithmetic as the CPU backend: source
+// coordinate = scale * dst in float, the lower neighbour by truncation,
+// weights l and 1 - l.
+__global__ void resize_bilinear_kernel(const float* x, float* out, int64_t planes, int64_t ih, int64_t iw, int64_t oh,
+                                       int64_t ow, float scale_h, float scale_w) {
+  const int64_t n = planes * oh * ow;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t plane = o / (oh * ow), oy = (o / ow) % oh, ox = o % ow;
+    const float sy = scale_h * static_cast<float>(oy);
+    const int64_t y0 = min(static_cast<int64_t>(sy), ih - 1);
+    const int64_t y1 = min(y0 + 1, ih - 1);
+    const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
+    const float sx = scale_w * static_cast<float>(ox);
+    const int64_t x0 = min(static_cast<int64_t>(sx), iw - 1);
+    const int64_t x1 = min(x0 + 1, iw - 1);
+    const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
+    const float* r0 = x + (plane * ih + y0) * iw;
+    const float* r1 = x + (plane * ih + y1) * iw;
+    out[o] = hy * (hx * r0[x0] + lx * r0[x1]) + ly * (hx * r1[x0] + lx * r1[x1]);
+  }
+}
+
+}  // namespace
+
+void patchify(const float* images, int64_t batches, int64_t height, int64_t width, int patch, const float mean[3],
+              const float stddev[3], void* patches, DType patches_type, cudaStream_t stream) {
+  const int64_t n = batches * height * width * 3;  // every pixel lands in exactly one patch
+  if (n == 0) return;
+  Normalisation norm{};
+  for (int c = 0; c < 3; ++c) {
+    norm.mean[c] = mean[c];
+    norm.stddev[c] = stddev[c];
+  }
+  dispatch_float(patches_type, "patchify", [&](auto tag) {
+    using T = decltype(tag);
+    patchify_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(images, batches, height, width, patch, norm,
+                                                             static_cast<T*>(patches));
+  });
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+void scatter_transposed_conv(const float* y, const float* bias, float* out, int64_t batch, int64_t cout, int64_t h,
+                             int64_t w, int k, cudaStream_t stream) {
+  const int64_t per_batch = cout * h * k * w * k;
+  if (per_batch == 0) return;
+  scatter_transposed_conv_kernel<<<grid_for(per_batch), kThreads, 0, stream>>>(y, bias, out + batch * per_batch, cout,
+                                                                               h, w, k);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+void resize_bilinear(const float* x, float* out, int64_t planes, int64_t ih, int64_t iw, int64_t oh, int64_t ow,
+                     cudaStream_t stream) {
+  const int64_t n = planes * oh * ow;
+  if (n == 0) return;
+  // As the CPU backend: (in - 1) / (out - 1) in float, 0 for a single output row/column.
+  const float scale_h = oh > 1 ? static_cast<float>(ih - 1) / static_cast<float>(oh - 1) : 0.0f;
+  const float scale_w = ow > 1 ? static_cast<float>(iw - 1) / static_cast<float>(ow - 1) : 0.0f;
+  resize_bilinear_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, out, planes, ih, iw, oh, ow, scale_h, scale_w);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lingbot::cuda::kernels

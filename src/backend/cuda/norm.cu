@@ -1,0 +1,258 @@
+// LayerNorm over token rows, and the attention input preparation: split of
+// the fused qkv projection, per-head LayerNorm of q and k (qk-norm) and RoPE.
+//
+// Statistics are float32, two passes like the CPU reference (mean, then the
+// mean of squared deviations; no E[x^2] - mean^2 cancellation), and
+// 1 / sqrtf(var + eps) with IEEE sqrt and division.
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace lingbot::cuda::kernels {
+
+namespace {
+
+// ---- LayerNorm: one warp per row ------------------------------------------
+// A row (1024 bfloat16 = 2 KB in the aggregator) is read three times: from
+// DRAM for the mean, then from L1/L2 for the variance and the output. kVec:
+// cols is a multiple of 8 and x, out are 16-byte aligned, so every row starts
+// aligned and moves in groups of 8 elements (16-byte loads and stores). The
+// input and output types may differ (a float32 residual stream normalised
+// into a bfloat16 GEMM input). out may be x (same type): a lane writes only
+// the groups it alone reads in the last pass, after the warp-wide reductions.
+// 4 rows per block: one frame's 978 rows make 245 blocks, enough to spread
+// over all SMs of an H200 (132).
+constexpr int kLayerNormThreads = 128;
+constexpr int kRowsPerBlock = kLayerNormThreads / 32;
+
+template <typename TI, typename TO, bool kVec>
+__global__ void layer_norm_kernel(const TI* x, TO* out, const float* w, const float* b, int64_t rows, int64_t cols,
+                                  float eps) {
+  const int lane = threadIdx.x % 32;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / 32; row < rows;
+       row += int64_t{gridDim.x} * kRowsPerBlock) {  // uniform per warp: the shuffles see all 32 lanes
+    const TI* xr = x + row * cols;
+    TO* yr = out + row * cols;
+
+    float sum = 0.0f;
+    if constexpr (kVec) {
+      for (int64_t j = lane; j < cols / 8; j += 32) {
+        float v[8];
+        load8(xr + j * 8, v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum += v[e];
+      }
+    } else {
+      for (int64_t i = lane; i < cols; i += 32) sum += to_float(xr[i]);
+    }
+    const float mean = warp_sum(sum) * inv_cols;
+
+    float squares = 0.0f;
+    if constexpr (kVec) {
+      for (int64_t j = lane; j < cols / 8; j += 32) {
+        float v[8];
+        load8(xr + j * 8, v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float d = v[e] - mean;
+          squares += d * d;
+        }
+      }
+    } else {
+      for (int64_t i = lane; i < cols; i += 32) {
+        const float d = to_float(xr[i]) - mean;
+        squares += d * d;
+      }
+    }
+    const float inv_std = 1.0f / sqrtf(warp_sum(squares) * inv_cols + eps);
+
+    if constexpr (kVec) {
+      for (int64_t j = lane; j < cols / 8; j += 32) {
+        float v[8];
+        load8(xr + j * 8, v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int64_t c = j * 8 + e;
+          float o = (v[e] - mean) * inv_std;
+          if (w) o *= w[c];
+          if (b) o += b[c];
+          v[e] = o;
+        }
+        store8(yr + j * 8, v);
+      }
+    } else {
+      for (int64_t c = lane; c < cols; c += 32) {
+        float o = (to_float(xr[c]) - mean) * inv_std;
+        if (w) o *= w[c];
+        if (b) o += b[c];
+        yr[c] = from_float<TO>(o);
+      }
+    }
+  }
+}
+
+// ---- split_qkv: one block per token ---------------------------------------
+// The token's q and k (2C values) are staged in shared memory as float32,
+// normalised per head in place (one warp per head vector), then each output
+// element is computed from its own value and its RoPE partner and stored.
+// v is copied through unchanged. kVec: C is a multiple of the pack and all
+// four tensors are 16-byte aligned.
+
+// Element i of the head vector x after RoPE with this token's cos/sin row
+// (the formulas of rotate() in backend/cpu/cpu_layers.cpp).
+__device__ __forceinline__ float rope_element(const float* x, int i, int head_dim, SplitQkv::Rope mode,
+                                              const float* cos, const float* sin) {
+  switch (mode) {
+    case SplitQkv::Rope::None:
+      return x[i];
+    case SplitQkv::Rope::Interleaved: {  // angle j rotates (2j, 2j + 1)
+      const int j = i / 2;
+      return (i % 2 == 0) ? x[i] * cos[j] - x[i + 1] * sin[j] : x[i - 1] * sin[j] + x[i] * cos[j];
+    }
+    case SplitQkv::Rope::HalfSplit: {  // halves (y, x); in a half, ii < h/2 pairs with ii + h/2
+      const int half = head_dim / 2, quarter = head_dim / 4;
+      const int part = i / half, ii = i % half;
+      const float* p = x + part * half;
+      const int j = part * quarter + ii % quarter;
+      if (ii < quarter) return p[ii] * cos[j] - p[ii + quarter] * sin[j];
+      return p[ii] * cos[j] + p[ii - quarter] * sin[j];
+    }
+  }
+  return x[i];
+}
+
+template <typename T, bool kVec>
+__global__ void split_qkv_kernel(SplitQkv a) {
+  extern __shared__ float staged[];  // [2, C]: q then k of the current token
+  constexpr int P = kPack<T>;
+  const int D = a.head_dim;
+  const int64_t C = int64_t{a.heads} * D;
+  const T* qkv = static_cast<const T*>(a.qkv);
+  T* const q_out = static_cast<T*>(a.q);
+  T* const k_out = static_cast<T*>(a.k);
+  T* v_out = static_cast<T*>(a.v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+
+  for (int64_t t = blockIdx.x; t < a.tokens; t += gridDim.x) {
+    const T* row = qkv + t * 3 * C;  // [q | k | v] of token t
+    if constexpr (kVec) {
+      for (int64_t j = threadIdx.x; j < 2 * C / P; j += blockDim.x) {
+        float f[P];
+        load_pack(row + j * P, f);
+#pragma unroll
+        for (int e = 0; e < P; ++e) staged[j * P + e] = f[e];
+      }
+      for (int64_t j = threadIdx.x; j < C / P; j += blockDim.x)
+        *reinterpret_cast<uint4*>(v_out + t * C + j * P) = *reinterpret_cast<const uint4*>(row + 2 * C + j * P);
+    } else {
+      for (int64_t i = threadIdx.x; i < 2 * C; i += blockDim.x) staged[i] = to_float(row[i]);
+      for (int64_t i = threadIdx.x; i < C; i += blockDim.x) v_out[t * C + i] = row[2 * C + i];
+    }
+    __syncthreads();
+
+    if (a.norm) {
+      for (int seg = warp; seg < 2 * a.heads; seg += warps) {  // head vector `seg` of [q heads | k heads]
+        float* x = staged + int64_t{seg} * D;
+        const bool is_q = seg < a.heads;
+        const float* w = is_q ? a.q_weight : a.k_weight;
+        const float* b = is_q ? a.q_bias : a.k_bias;
+        float sum = 0.0f;
+        for (int i = lane; i < D; i += 32) sum += x[i];
+        const float mean = warp_sum(sum) / static_cast<float>(D);
+        float squares = 0.0f;
+        for (int i = lane; i < D; i += 32) {
+          const float d = x[i] - mean;
+          squares += d * d;
+        }
+        const float inv_std = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(D) + a.eps);
+        for (int i = lane; i < D; i += 32) {
+          float o = (x[i] - mean) * inv_std;
+          if (w) o *= w[i];
+          if (b) o += b[i];
+          x[i] = o;
+        }
+      }
+      __syncthreads();
+    }
+
+    const float* cos = nullptr;
+    const float* sin = nullptr;
+    if (a.rope != SplitQkv::Rope::None) {
+      const int64_t table_row = t % a.rope_rows;
+      cos = a.cos + table_row * (D / 2);
+      sin = a.sin + table_row * (D / 2);
+    }
+    if constexpr (kVec) {
+      for (int64_t j = threadIdx.x; j < 2 * C / P; j += blockDim.x) {
+        const int64_t first = j * P;  // a pack never straddles q and k: C % P == 0
+        const int s = static_cast<int>(first / C);
+        float o[P];
+#pragma unroll
+        for (int e = 0; e < P; ++e) {
+          const int64_t idx = first + e;
+          const int i = static_cast<int>(idx % D);
+          o[e] = rope_element(staged + (idx - i), i, D, a.rope, cos, sin);
+        }
+        store_pack((s == 0 ? q_out : k_out) + t * C + (first - s * C), o);
+      }
+    } else {
+      for (int64_t idx = threadIdx.x; idx < 2 * C; idx += blockDim.x) {
+        const int s = static_cast<int>(idx / C);
+        const int i = static_cast<int>(idx % D);
+        (s == 0 ? q_out : k_out)[t * C + (idx - s * C)] =
+            from_float<T>(rope_element(staged + (idx - i), i, D, a.rope, cos, sin));
+      }
+    }
+    __syncthreads();  // the next token overwrites `staged`
+  }
+}
+
+}  // namespace
+
+void layer_norm(const void* x, DType x_type, void* out, DType out_type, const float* w, const float* b, int64_t rows,
+                int64_t cols, float eps, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, 1 << 20));
+  const bool vec = cols % 8 == 0 && aligned16(x) && aligned16(out);
+  dispatch_float(x_type, "layer_norm", [&](auto in_tag) {
+    dispatch_float(out_type, "layer_norm", [&](auto out_tag) {
+      using TI = decltype(in_tag);
+      using TO = decltype(out_tag);
+      const TI* px = static_cast<const TI*>(x);
+      TO* po = static_cast<TO*>(out);
+      if (vec) {
+        layer_norm_kernel<TI, TO, true><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
+      } else {
+        layer_norm_kernel<TI, TO, false><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
+      }
+    });
+  });
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+void split_qkv(const SplitQkv& a, cudaStream_t stream) {
+  if (a.tokens == 0) return;
+  const int64_t C = int64_t{a.heads} * a.head_dim;
+  const int64_t esize = static_cast<int64_t>(dtype_size(a.dtype));
+  if (!a.norm && a.rope == SplitQkv::Rope::None) {  // a plain split: three strided copies
+    void* outs[3] = {a.q, a.k, a.v};
+    for (int s = 0; s < 3; ++s)
+      copy_2d(outs[s], C * esize, static_cast<const char*>(a.qkv) + s * C * esize, 3 * C * esize, C * esize, a.tokens,
+              stream);
+    return;
+  }
+  if (C > kSplitQkvMaxChannels) fail_kernel("split_qkv", "more channels than kSplitQkvMaxChannels with qk-norm or RoPE");
+  const size_t shared = static_cast<size_t>(2 * C) * sizeof(float);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(a.tokens, int64_t{1} << 20));
+  dispatch_float(a.dtype, "split_qkv", [&](auto tag) {
+    using T = decltype(tag);
+    if (C % kPack<T> == 0 && aligned16(a.qkv) && aligned16(a.q) && aligned16(a.k) && aligned16(a.v)) {
+      split_qkv_kernel<T, true><<<grid, kThreads, shared, stream>>>(a);
+    } else {
+      split_qkv_kernel<T, false><<<grid, kThreads, shared, stream>>>(a);
+    }
+  });
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lingbot::cuda::kernels

@@ -1,0 +1,142 @@
+// End to end on the GPU: the small LingBot-Map of tests/fixtures/model_small
+// (every part present, fixed random weights, 14 real frames, scale 3, window
+// 4, five KV-cache variants; see tests/model/parity_test.cpp) run by the CUDA
+// backend, bfloat16 aggregator and float32 (TF32) heads, against upstream's
+// float32 outputs, with the bars of issue 5 for the bf16 path: pose
+// encodings within 1e-2 and depth (and confidence) within 2e-2 relative per
+// tensor. Both cache layouts; they must also agree with each other.
+// Every error is printed, so a failure shows how far off each output is.
+#include "backend_test_support.h"
+
+#include "io/checkpoint.h"
+#include "io/safetensors.h"
+#include "model/streaming_model.h"
+#include "test_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace lingbot::cuda::backend_test {
+namespace {
+
+constexpr double kPoseBar = 1e-2;
+constexpr double kDepthBar = 2e-2;
+
+std::string fixture(const std::string& name) { return lingbot::test::fixture_path("model_small/" + name); }
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+std::vector<Tensor> load_frames() {
+  const io::StateDict inputs = io::load_state_dict(fixture("inputs.safetensors"));
+  const Tensor u8 = inputs.at("images_u8");
+  const int64_t S = u8.dim(0), plane = u8.dim(1) * u8.dim(2) * u8.dim(3);
+  std::vector<Tensor> frames;
+  for (int64_t i = 0; i < S; ++i) {
+    Tensor f = Tensor::empty({u8.dim(1), u8.dim(2), u8.dim(3)});
+    for (int64_t k = 0; k < plane; ++k) f.f32()[k] = static_cast<float>(u8.data_as<uint8_t>()[i * plane + k]) / 255.0f;
+    frames.push_back(f);
+  }
+  return frames;
+}
+
+// pose_enc, pose_enc_iter and the depth maps the variant's reference holds.
+std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
+                                         int H, int W) {
+  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  StreamOptions opt = StreamOptions::from_config(config);
+  const auto& f = variant["kv_flags"];
+  opt.cache.sliding_window = f["kv_cache_sliding_window"];
+  opt.cache.scale_frames = f["kv_cache_scale_frames"];
+  opt.cache.cross_frame_special = f["kv_cache_cross_frame_special"];
+  opt.cache.include_scale_frames = f["kv_cache_include_scale_frames"];
+  opt.cache.camera_only = f["kv_cache_camera_only"];
+  opt.keyframe_interval = variant["keyframe_interval"];
+  opt.num_scale_frames = num_scale_frames;
+  opt.cache_layout = layout;
+  opt.keep_pose_iterations = true;
+  StreamingModel model(gpu(), weights, config, opt);
+  std::vector<FrameResult> results;
+  for (const Tensor& frame : load_frames())
+    for (FrameResult& r : model.push(frame)) results.push_back(std::move(r));
+  for (FrameResult& r : model.finish()) results.push_back(std::move(r));
+
+  std::map<std::string, Tensor> out;
+  const int64_t S = static_cast<int64_t>(results.size());
+  const int64_t iters = static_cast<int64_t>(results.at(0).pose_enc_iterations.size());
+  Tensor pose = Tensor::empty({S, 9}), pose_iter = Tensor::empty({S, iters, 9});
+  for (int64_t i = 0; i < S; ++i) {
+    const FrameResult& r = results[static_cast<size_t>(i)];
+    std::copy_n(r.pose_enc.data(), 9, pose.f32() + i * 9);
+    for (int64_t it = 0; it < iters; ++it)
+      std::copy_n(r.pose_enc_iterations[static_cast<size_t>(it)].data(), 9, pose_iter.f32() + (i * iters + it) * 9);
+  }
+  out["pose_enc"] = pose;
+  out["pose_enc_iter"] = pose_iter;
+  if (variant["name"] == "default") {
+    Tensor depth = Tensor::empty({S, H, W}), conf = Tensor::empty({S, H, W});
+    for (int64_t i = 0; i < S; ++i) {
+      std::copy_n(results[static_cast<size_t>(i)].depth.f32(), H * W, depth.f32() + i * H * W);
+      std::copy_n(results[static_cast<size_t>(i)].depth_conf.f32(), H * W, conf.f32() + i * H * W);
+    }
+    out["depth"] = depth;
+    out["depth_conf"] = conf;
+  } else {
+    for (int fr : variant["depth_frames"]) {
+      out["depth_f" + std::to_string(fr)] = results.at(static_cast<size_t>(fr)).depth;
+      out["depth_conf_f" + std::to_string(fr)] = results.at(static_cast<size_t>(fr)).depth_conf;
+    }
+  }
+  return out;
+}
+
+class CudaBackendModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  nlohmann::json variant;
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == GetParam()) variant = v;
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
+  const int H = manifest["height"], W = manifest["width"];
+
+  std::map<std::string, Tensor> by_layout[2];
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W);
+    for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
+      const Tensor theirs = reference.at(name).to_dtype(DType::F32);
+      ASSERT_EQ(ours.numel(), theirs.numel()) << name;
+      const double err = lingbot::test::relative_error(ours, theirs);
+      const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
+      EXPECT_LT(err, bar) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
+      std::printf("  cuda %-24s %-6s %-16s vs upstream fp32 %.3g (bar %.0e)\n", GetParam().c_str(),
+                  std::string(kv::layout_name(layout)).c_str(), name.c_str(), err, bar);
+    }
+  }
+  // Same keys in another order; in bf16 the rounding of the attention
+  // outputs differs, so the layouts agree to well within the bars only.
+  for (const auto& [name, dense] : by_layout[0]) {
+    const double err = lingbot::test::relative_error(by_layout[1].at(name), dense);
+    EXPECT_LT(err, 0.5 * (name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar)) << GetParam() << ": paged vs dense "
+                                                                               << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallModel, CudaBackendModel,
+                         ::testing::Values("default", "keyframe2", "camera_only", "no_cross_frame_special",
+                                           "no_scale_frames_in_cache"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace lingbot::cuda::backend_test
