@@ -7,7 +7,7 @@
 //     before any destination is written, as one GPU kernel may) leaves the
 //     same visible keys as running the plan's writes and then its copies in
 //     order, for the plans of both planners.
-#include "backend/cuda/dense_page_planner.h"
+#include "kv/dense_page_planner.h"
 #include "backend/cuda/kv_table.h"
 #include "kv/page_planner.h"
 
@@ -21,6 +21,7 @@
 using namespace lingbot;
 using namespace lingbot::cuda;
 namespace kvt = lingbot::kv::test;
+using lingbot::kv::DensePagePlanner;
 
 namespace {
 

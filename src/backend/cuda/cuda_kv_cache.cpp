@@ -19,7 +19,7 @@ constexpr int64_t kDenseChunkBytes = int64_t{4} << 20;
 
 int32_t dense_pages_per_chunk(const kv::CacheConfig& config, const kv::TokenLayout& tokens) {
   const kv::WindowPolicy window(config, tokens);
-  const int64_t page_size = window.evicts() ? tokens.tokens_per_frame() : DensePagePlanner::kStreamPageTokens;
+  const int64_t page_size = window.evicts() ? tokens.tokens_per_frame() : kv::DensePagePlanner::kStreamPageTokens;
   const int64_t page_bytes_f32 = 2 * page_size * tokens.row_floats() * 4;
   return static_cast<int32_t>(std::clamp<int64_t>(kDenseChunkBytes / page_bytes_f32, 1, 64));
 }
@@ -53,7 +53,7 @@ CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const
     pages_per_chunk_ = config.pool_growth_pages;
   } else {
     pages_per_chunk_ = dense_pages_per_chunk(config, tokens);
-    dense_ = std::make_unique<DensePagePlanner>(config, tokens, pages_per_chunk_);
+    dense_ = std::make_unique<kv::DensePagePlanner>(config, tokens, pages_per_chunk_);
     page_size_ = dense_->page_size();
   }
 }

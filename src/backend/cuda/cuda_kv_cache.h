@@ -36,7 +36,7 @@
 #pragma once
 
 #include "backend/cuda/attention.h"
-#include "backend/cuda/dense_page_planner.h"
+#include "kv/dense_page_planner.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/kv_table.h"
 #include "kv/kv_cache.h"
@@ -106,7 +106,7 @@ class CudaKvCache final : public kv::KvCache {
   kv::TokenLayout tokens_;
   cudaStream_t stream_;
   std::unique_ptr<kv::PagePlanner> paged_;       // Paged layout
-  std::unique_ptr<DensePagePlanner> dense_;      // Dense layout
+  std::unique_ptr<kv::DensePagePlanner> dense_;      // Dense layout
   kv::StepTracker steps_;
   int32_t page_size_ = 0;
   int32_t pages_per_chunk_ = 1;

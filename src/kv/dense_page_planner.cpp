@@ -1,12 +1,12 @@
-#include "backend/cuda/dense_page_planner.h"
+#include "kv/dense_page_planner.h"
 
 #include "core/error.h"
 
 #include <algorithm>
 
-namespace lingbot::cuda {
+namespace lingbot::kv {
 
-DensePagePlanner::DensePagePlanner(const kv::CacheConfig& config, const kv::TokenLayout& layout,
+DensePagePlanner::DensePagePlanner(const CacheConfig& config, const TokenLayout& layout,
                                    int32_t pool_growth_pages)
     : config_(config), layout_(layout), window_(config, layout), pool_(pool_growth_pages) {
   page_size_ = window_.evicts() ? layout.tokens_per_frame() : kStreamPageTokens;
@@ -30,7 +30,7 @@ void DensePagePlanner::append_to_stream(int32_t count, Emit&& emit) {
   }
 }
 
-const kv::StepPlan& DensePagePlanner::begin_step(int num_frames, bool store) {
+const StepPlan& DensePagePlanner::begin_step(int num_frames, bool store) {
   LB_CHECK(!in_step_, "kv cache: begin_step while the previous step is still open");
   LB_CHECK(num_frames >= 1, "kv cache: a step has at least one frame, got {}", num_frames);
 
@@ -45,7 +45,7 @@ const kv::StepPlan& DensePagePlanner::begin_step(int num_frames, bool store) {
   saved_stream_pages_ = stream_pages_.size();
 
   // 1. The window decides (store only); nothing is released yet.
-  const std::vector<kv::WindowPolicy::Eviction>* evictions = nullptr;
+  const std::vector<WindowPolicy::Eviction>* evictions = nullptr;
   if (store) evictions = &window_.store(num_frames);
   const int64_t first_new_frame = window_.frames_stored() - num_frames;  // meaningful if store
 
@@ -123,12 +123,12 @@ void DensePagePlanner::reset() {
   stream_pages_.shrink_to_fit();
   stream_tokens_ = 0;
   in_step_ = false;
-  plan_ = kv::StepPlan{};
+  plan_ = StepPlan{};
   temp_pages_.clear();
   step_allocations_.clear();
 }
 
-void DensePagePlanner::build_visible(kv::PageTable& table) const {
+void DensePagePlanner::build_visible(PageTable& table) const {
   table.page_size = page_size_;
   table.page_ids.clear();
   for (const FramePage& fp : frame_pages_) table.page_ids.push_back(fp.page);
@@ -144,9 +144,9 @@ void DensePagePlanner::build_visible(kv::PageTable& table) const {
   }
 }
 
-kv::PageTable DensePagePlanner::stored_table() const {
+PageTable DensePagePlanner::stored_table() const {
   LB_CHECK(!in_step_, "kv cache: the stored page table is asked for inside a step");
-  kv::PageTable table;
+  PageTable table;
   build_visible(table);
   return table;
 }
@@ -185,4 +185,4 @@ void DensePagePlanner::check_invariants() const {
            stream_tokens_, page_size_);
 }
 
-}  // namespace lingbot::cuda
+}  // namespace lingbot::kv

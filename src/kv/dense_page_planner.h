@@ -1,10 +1,10 @@
 // The dense layout (upstream's SDPA cache) as page plans, so that one device
 // executor and one attention kernel serve both layouts on the GPU.
 //
-// Semantics come from kv::WindowPolicy (which frames are listed, which are
+// Semantics come from WindowPolicy (which frames are listed, which are
 // evicted, which specials are retained); this class only decides where the
 // tokens live, in pages of the same geometry as the paged layout
-// (kv/page_table.h PageGeometry), with ids from a kv::PagePool:
+// (kv/page_table.h PageGeometry), with ids from a PagePool:
 //
 //   evicting caches (tokens_per_frame > 1), page size = tokens_per_frame:
 //     frame pages:     one page per listed frame holding the WHOLE frame
@@ -36,32 +36,32 @@
 #include <deque>
 #include <vector>
 
-namespace lingbot::cuda {
+namespace lingbot::kv {
 
 class DensePagePlanner {
  public:
   static constexpr int32_t kStreamPageTokens = 256;
 
   struct FramePage {
-    int64_t frame;  // stored-frame serial (as in kv::WindowPolicy)
+    int64_t frame;  // stored-frame serial (as in WindowPolicy)
     int32_t page;
   };
 
   // pool_growth_pages: page ids the pool adds at a time (the store allocates
   // device memory in chunks of that many pages).
-  DensePagePlanner(const kv::CacheConfig& config, const kv::TokenLayout& layout, int32_t pool_growth_pages);
+  DensePagePlanner(const CacheConfig& config, const TokenLayout& layout, int32_t pool_growth_pages);
 
-  const kv::StepPlan& begin_step(int num_frames, bool store);
+  const StepPlan& begin_step(int num_frames, bool store);
   void end_step();
   void reset();
   bool in_step() const { return in_step_; }
-  const kv::StepPlan& plan() const { return plan_; }
-  kv::PageTable stored_table() const;  // outside a step
+  const StepPlan& plan() const { return plan_; }
+  PageTable stored_table() const;  // outside a step
 
   int32_t page_size() const { return page_size_; }
   bool frame_pages_mode() const { return window_.evicts(); }
-  const kv::WindowPolicy& window() const { return window_; }
-  const kv::PagePool& pool() const { return pool_; }
+  const WindowPolicy& window() const { return window_; }
+  const PagePool& pool() const { return pool_; }
   const std::deque<FramePage>& frame_pages() const { return frame_pages_; }
   const std::vector<int32_t>& stream_pages() const { return stream_pages_; }
   int64_t stream_tokens() const { return stream_tokens_; }
@@ -73,12 +73,12 @@ class DensePagePlanner {
   template <typename Emit>
   void append_to_stream(int32_t count, Emit&& emit);
   int32_t take_page();
-  void build_visible(kv::PageTable& table) const;
+  void build_visible(PageTable& table) const;
 
-  kv::CacheConfig config_;
-  kv::TokenLayout layout_;
-  kv::WindowPolicy window_;
-  kv::PagePool pool_;
+  CacheConfig config_;
+  TokenLayout layout_;
+  WindowPolicy window_;
+  PagePool pool_;
   int32_t page_size_ = 0;
 
   std::deque<FramePage> frame_pages_;  // mirrors window_.frames() in frame-pages mode
@@ -86,7 +86,7 @@ class DensePagePlanner {
   int64_t stream_tokens_ = 0;
 
   bool in_step_ = false;
-  kv::StepPlan plan_;
+  StepPlan plan_;
   std::vector<int32_t> temp_pages_;
   std::vector<int32_t> step_allocations_;
   int32_t saved_pool_pages_ = 0;
@@ -94,4 +94,4 @@ class DensePagePlanner {
   size_t saved_stream_pages_ = 0;
 };
 
-}  // namespace lingbot::cuda
+}  // namespace lingbot::kv
