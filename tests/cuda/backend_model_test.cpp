@@ -11,6 +11,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/streaming_model.h"
+#include "small_model_fixture.h"
 #include "test_support.h"
 
 #include <nlohmann/json.hpp>
@@ -26,49 +27,17 @@ namespace {
 constexpr double kPoseBar = 1e-2;
 constexpr double kDepthBar = 2e-2;
 
-std::string fixture(const std::string& name) { return lingbot::test::fixture_path("model_small/" + name); }
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
-
-std::vector<Tensor> load_frames() {
-  const io::StateDict inputs = io::load_state_dict(fixture("inputs.safetensors"));
-  const Tensor u8 = inputs.at("images_u8");
-  const int64_t S = u8.dim(0), plane = u8.dim(1) * u8.dim(2) * u8.dim(3);
-  std::vector<Tensor> frames;
-  for (int64_t i = 0; i < S; ++i) {
-    Tensor f = Tensor::empty({u8.dim(1), u8.dim(2), u8.dim(3)});
-    for (int64_t k = 0; k < plane; ++k) f.f32()[k] = static_cast<float>(u8.data_as<uint8_t>()[i * plane + k]) / 255.0f;
-    frames.push_back(f);
-  }
-  return frames;
-}
+std::string fixture(const std::string& name) { return lingbot::test::small_fixture(name); }
+using lingbot::test::read_json;
 
 // pose_enc, pose_enc_iter and the depth maps the variant's reference holds.
 std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
                                          int H, int W) {
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
-  StreamOptions opt = StreamOptions::from_config(config);
-  const auto& f = variant["kv_flags"];
-  opt.cache.sliding_window = f["kv_cache_sliding_window"];
-  opt.cache.scale_frames = f["kv_cache_scale_frames"];
-  opt.cache.cross_frame_special = f["kv_cache_cross_frame_special"];
-  opt.cache.include_scale_frames = f["kv_cache_include_scale_frames"];
-  opt.cache.camera_only = f["kv_cache_camera_only"];
-  opt.keyframe_interval = variant["keyframe_interval"];
-  opt.num_scale_frames = num_scale_frames;
-  opt.cache_layout = layout;
-  opt.keep_pose_iterations = true;
-  StreamingModel model(gpu(), weights, config, opt);
-  std::vector<FrameResult> results;
-  for (const Tensor& frame : load_frames())
-    for (FrameResult& r : model.push(frame)) results.push_back(std::move(r));
-  for (FrameResult& r : model.finish()) results.push_back(std::move(r));
+  StreamingModel model(gpu(), weights, config,
+                       lingbot::test::variant_options(config, variant, num_scale_frames, layout));
+  const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
 
   std::map<std::string, Tensor> out;
   const int64_t S = static_cast<int64_t>(results.size());

@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/streaming_model.h"
+#include "small_model_fixture.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -28,58 +29,23 @@ namespace {
 constexpr double kTolerance = 1e-4;        // the project's fp32 parity bar
 constexpr double kLayoutTolerance = 2e-5;  // dense vs paged: summation order only
 
-std::string fixture(const std::string& name) { return test::fixture_path("model_small/" + name); }
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());
-}
+std::string fixture(const std::string& name) { return test::small_fixture(name); }
+using test::read_json;
 
 struct Reference {
   io::StateDict tensors;
   Tensor get(const std::string& name) const { return tensors.at(name).to_dtype(DType::F32); }
 };
 
-// Upstream-preprocessed frames (uint8 / 255, exactly what ToTensor produced).
-std::vector<Tensor> load_frames() {
-  const io::StateDict inputs = io::load_state_dict(fixture("inputs.safetensors"));
-  const Tensor u8 = inputs.at("images_u8");
-  const int64_t S = u8.dim(0), plane = u8.dim(1) * u8.dim(2) * u8.dim(3);
-  std::vector<Tensor> frames;
-  for (int64_t i = 0; i < S; ++i) {
-    Tensor f = Tensor::empty({u8.dim(1), u8.dim(2), u8.dim(3)});
-    for (int64_t k = 0; k < plane; ++k) f.f32()[k] = static_cast<float>(u8.data_as<uint8_t>()[i * plane + k]) / 255.0f;
-    frames.push_back(f);
-  }
-  return frames;
-}
-
 struct StreamRun {
   std::vector<FrameResult> results;
 };
 
 StreamRun run_model(const ModelConfig& config, const io::StateDict& weights, const nlohmann::json& variant,
-              int num_scale_frames, kv::Layout layout, const std::vector<Tensor>& frames) {
+                    int num_scale_frames, kv::Layout layout, const std::vector<Tensor>& frames) {
   auto backend = make_cpu_backend(0);
-  StreamOptions opt = StreamOptions::from_config(config);
-  const auto& f = variant["kv_flags"];
-  opt.cache.sliding_window = f["kv_cache_sliding_window"];
-  opt.cache.scale_frames = f["kv_cache_scale_frames"];
-  opt.cache.cross_frame_special = f["kv_cache_cross_frame_special"];
-  opt.cache.include_scale_frames = f["kv_cache_include_scale_frames"];
-  opt.cache.camera_only = f["kv_cache_camera_only"];
-  opt.keyframe_interval = variant["keyframe_interval"];
-  opt.num_scale_frames = num_scale_frames;
-  opt.cache_layout = layout;
-  opt.keep_pose_iterations = true;
-  StreamingModel model(*backend, weights, config, opt);
-  StreamRun run;
-  for (const Tensor& frame : frames)
-    for (FrameResult& r : model.push(frame)) run.results.push_back(std::move(r));
-  for (FrameResult& r : model.finish()) run.results.push_back(std::move(r));
-  return run;
+  StreamingModel model(*backend, weights, config, test::variant_options(config, variant, num_scale_frames, layout));
+  return StreamRun{test::stream_all(model, frames)};
 }
 
 Tensor stack_poses(const StreamRun& run) {
@@ -150,7 +116,7 @@ TEST_P(Parity, BothLayoutsMatchUpstreamAndEachOther) {
 
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
-  const std::vector<Tensor> frames = load_frames();
+  const std::vector<Tensor> frames = test::small_model_frames();
   const Reference ref{io::load_state_dict(fixture(variant["file"]))};
   const int H = manifest["height"], W = manifest["width"];
 
