@@ -4,13 +4,13 @@
 
 namespace lingbot::kv {
 
-PagePlanner::PagePlanner(const CacheConfig& config, const TokenLayout& layout)
+PagePlanner::PagePlanner(const CacheConfig& config, const TokenLayout& layout, PageRouting routing)
     : config_(config), layout_(layout), window_(config, layout), pool_(config.pool_growth_pages) {
   const int tpf = layout.tokens_per_frame();
   const int retained = window_.retained_tokens_per_frame();
   if (!window_.evicts()) {
     stream_per_frame_ = tpf;  // nothing is ever evicted: every token is permanent
-  } else if (config.include_scale_frames) {
+  } else if (config.include_scale_frames && routing == PageRouting::Upstream) {
     stream_per_frame_ = retained;
   } else {
     stream_per_frame_ = 0;

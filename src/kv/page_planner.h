@@ -63,6 +63,17 @@
 
 namespace lingbot::kv {
 
+// Which rows of a frame ride in its page (see the comment above).
+enum class PageRouting {
+  // Tokens go to the special stream as soon as they are known to stay
+  // visible: upstream's layout with default flags (page = the patches).
+  Upstream,
+  // Every token rides in its frame's page; retained specials are copied to
+  // the stream when their frame is evicted. The dense layout in page form:
+  // one page per listed frame (used by the device store's Dense layout).
+  WholeFrames,
+};
+
 class PagePlanner {
  public:
   static constexpr int32_t kStreamOnlyPageSize = 256;
@@ -72,7 +83,7 @@ class PagePlanner {
     int32_t page;
   };
 
-  PagePlanner(const CacheConfig& config, const TokenLayout& layout);
+  PagePlanner(const CacheConfig& config, const TokenLayout& layout, PageRouting routing = PageRouting::Upstream);
 
   // Plans a step and updates the bookkeeping (for store = true the step's
   // evictions are done here). The plan stays valid until end_step().

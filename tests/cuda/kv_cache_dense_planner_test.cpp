@@ -1,5 +1,5 @@
 // Host-side logic of the GPU KV cache, tested without a GPU (these run in CI):
-//   - DensePagePlanner: its plans, executed on host pages, show exactly the
+//   - the whole-frame PagePlanner: its plans, executed on host pages, show exactly the
 //     visible token multiset of upstream's dictionary cache (kvt::DictModel,
 //     an independent model), with consistent page accounting; a non-keyframe
 //     leaves the stored table and the pool's free stack as they were;
@@ -7,7 +7,6 @@
 //     before any destination is written, as one GPU kernel may) leaves the
 //     same visible keys as running the plan's writes and then its copies in
 //     order, for the plans of both planners.
-#include "kv/dense_page_planner.h"
 #include "backend/cuda/kv_table.h"
 #include "kv/page_planner.h"
 
@@ -21,7 +20,16 @@
 using namespace lingbot;
 using namespace lingbot::cuda;
 namespace kvt = lingbot::kv::test;
-using lingbot::kv::DensePagePlanner;
+using lingbot::kv::PagePlanner;
+using lingbot::kv::PageRouting;
+
+namespace {
+// The device store's Dense layout: whole-frame pages, retained specials copied at eviction.
+PagePlanner whole_frame_planner(kv::CacheConfig config, const kv::TokenLayout& layout, int32_t pool_growth_pages) {
+  config.pool_growth_pages = pool_growth_pages;
+  return PagePlanner(config, layout, PageRouting::WholeFrames);
+}
+}  // namespace
 
 namespace {
 
@@ -105,7 +113,7 @@ TEST(CudaKvDensePlanner, ShowsTheDictionaryCacheTokens) {
   for (int n = 0; n < cases; ++n) {
     auto [config, layout] = kvt::random_config(rng, 2);
     const std::string what = kvt::describe(config, layout, 1);
-    DensePagePlanner planner(config, layout, pick(1, 4));
+    PagePlanner planner = whole_frame_planner(config, layout, pick(1, 4));
     HostPages pages(planner.page_size(), layout.row_floats());
     kvt::DictModel model(config, layout);
     int64_t serial = 0;
@@ -188,7 +196,7 @@ TEST(CudaKvDensePlanner, RowMovesEqualThePlans) {
     const std::string what = kvt::describe(config, layout, 1);
     kv::PagePlanner paged(config, layout);
     ASSERT_NO_FATAL_FAILURE(check_moves_match_plans(paged, layout, rng, what + " paged"));
-    DensePagePlanner dense(config, layout, config.pool_growth_pages);
+    PagePlanner dense = whole_frame_planner(config, layout, config.pool_growth_pages);
     ASSERT_NO_FATAL_FAILURE(check_moves_match_plans(dense, layout, rng, what + " dense"));
   }
 }
@@ -205,7 +213,7 @@ TEST(CudaKvDensePlanner, SameStepEvictionReadsTheInput) {
   l.num_patches = 3;
   l.num_heads = 1;
   l.head_dim = 2;
-  DensePagePlanner planner(c, l, 2);
+  PagePlanner planner = whole_frame_planner(c, l, 2);
   const kv::StepPlan& plan = planner.begin_step(3, true);  // frames 0, 1 evicted at once, frame 2 stays
   ASSERT_EQ(plan.copies.size(), 2u);
   const std::vector<RowMove> moves = row_moves(plan);

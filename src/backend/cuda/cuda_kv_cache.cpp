@@ -19,7 +19,7 @@ constexpr int64_t kDenseChunkBytes = int64_t{4} << 20;
 
 int32_t dense_pages_per_chunk(const kv::CacheConfig& config, const kv::TokenLayout& tokens) {
   const kv::WindowPolicy window(config, tokens);
-  const int64_t page_size = window.evicts() ? tokens.tokens_per_frame() : kv::DensePagePlanner::kStreamPageTokens;
+  const int64_t page_size = window.evicts() ? tokens.tokens_per_frame() : kv::PagePlanner::kStreamOnlyPageSize;
   const int64_t page_bytes_f32 = 2 * page_size * tokens.row_floats() * 4;
   return static_cast<int32_t>(std::clamp<int64_t>(kDenseChunkBytes / page_bytes_f32, 1, 64));
 }
@@ -47,15 +47,14 @@ CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const
       scratch_(stream, "kv cache attention splits") {
   kv::validate(config);
   kv::validate(tokens);
-  if (layout == kv::Layout::Paged) {
-    paged_ = std::make_unique<kv::PagePlanner>(config, tokens);
-    page_size_ = paged_->page_size();
-    pages_per_chunk_ = config.pool_growth_pages;
-  } else {
-    pages_per_chunk_ = dense_pages_per_chunk(config, tokens);
-    dense_ = std::make_unique<kv::DensePagePlanner>(config, tokens, pages_per_chunk_);
-    page_size_ = dense_->page_size();
-  }
+  // Paged: upstream's page layout. Dense: whole frames in pages (the dense
+  // semantics, one page per listed frame), in larger chunks.
+  kv::CacheConfig planner_config = config;
+  if (layout == kv::Layout::Dense) planner_config.pool_growth_pages = dense_pages_per_chunk(config, tokens);
+  pages_per_chunk_ = planner_config.pool_growth_pages;
+  planner_ = std::make_unique<kv::PagePlanner>(
+      planner_config, tokens, layout == kv::Layout::Paged ? kv::PageRouting::Upstream : kv::PageRouting::WholeFrames);
+  page_size_ = planner_->page_size();
 }
 
 CudaKvCache::~CudaKvCache() {
@@ -66,17 +65,13 @@ CudaKvCache::~CudaKvCache() {
 // ---- the planner of the layout ------------------------------------------------
 
 const kv::StepPlan& CudaKvCache::planner_begin(int num_frames, bool store) {
-  return paged_ ? paged_->begin_step(num_frames, store) : dense_->begin_step(num_frames, store);
+  return planner_->begin_step(num_frames, store);
 }
-void CudaKvCache::planner_end() { paged_ ? paged_->end_step() : dense_->end_step(); }
-const kv::StepPlan& CudaKvCache::planner_plan() const { return paged_ ? paged_->plan() : dense_->plan(); }
-kv::PageTable CudaKvCache::planner_stored_table() const {
-  return paged_ ? paged_->stored_table() : dense_->stored_table();
-}
-const kv::PagePool& CudaKvCache::planner_pool() const { return paged_ ? paged_->pool() : dense_->pool(); }
-const kv::WindowPolicy& CudaKvCache::planner_window() const {
-  return paged_ ? paged_->window() : dense_->window();
-}
+void CudaKvCache::planner_end() { planner_->end_step(); }
+const kv::StepPlan& CudaKvCache::planner_plan() const { return planner_->plan(); }
+kv::PageTable CudaKvCache::planner_stored_table() const { return planner_->stored_table(); }
+const kv::PagePool& CudaKvCache::planner_pool() const { return planner_->pool(); }
+const kv::WindowPolicy& CudaKvCache::planner_window() const { return planner_->window(); }
 
 // ---- memory -------------------------------------------------------------------
 
@@ -210,11 +205,7 @@ void CudaKvCache::reset() {
   bytes_reserved_ = 0;
   dtype_.reset();
   step_uploaded_ = false;
-  if (paged_) {
-    paged_->reset();
-  } else {
-    dense_->reset();
-  }
+  planner_->reset();
   steps_.reset();
 }
 
@@ -279,14 +270,14 @@ kv::CacheStats CudaKvCache::stats() const {
   s.frames_evicted = window.frames_evicted();
   s.special_tokens_retained = window.retained_tokens();
   s.visible_tokens = window.visible_tokens();
-  if (paged_) {
-    s.page_size = paged_->page_size();
-    s.pages_pool = paged_->pool().pool_pages();
-    s.pages_in_use = paged_->pool().used_pages();
-    s.pages_free = paged_->pool().free_pages();
-    s.frame_pages = static_cast<int64_t>(paged_->frame_pages().size());
-    s.special_pages = static_cast<int64_t>(paged_->special_pages().size());
-    s.special_stream_tokens = paged_->special_tokens();
+  if (layout_ == kv::Layout::Paged) {  // page figures, as the CPU paged store reports them
+    s.page_size = planner_->page_size();
+    s.pages_pool = planner_->pool().pool_pages();
+    s.pages_in_use = planner_->pool().used_pages();
+    s.pages_free = planner_->pool().free_pages();
+    s.frame_pages = static_cast<int64_t>(planner_->frame_pages().size());
+    s.special_pages = static_cast<int64_t>(planner_->special_pages().size());
+    s.special_stream_tokens = planner_->special_tokens();
     s.bytes_in_use = s.pages_in_use * page_bytes() * num_blocks();
   } else {
     s.bytes_in_use = s.visible_tokens * 2 * row_bytes() * num_blocks();

@@ -2,10 +2,11 @@
 // memory, for the aggregator's global blocks (bf16) and the camera head (f32).
 //
 // Policy is reused, never re-derived:
-//   Paged: kv::PagePlanner (upstream's two-stream FlashInfer layout);
-//   Dense: DensePagePlanner (dense_page_planner.h): kv::WindowPolicy's frame
-//          list and retained specials, stored as whole-frame pages plus a
-//          retained stream.
+//   Paged: kv::PagePlanner with upstream's routing (the two-stream
+//          FlashInfer layout);
+//   Dense: kv::PagePlanner with PageRouting::WholeFrames: kv::WindowPolicy's
+//          frame list as whole-frame pages, retained specials copied to a
+//          stream when their frame is evicted (the dictionary cache in pages).
 // Both hand over a kv::StepPlan per step; this store executes it on the GPU
 // exactly as the CPU paged store does on the host (writes, then copies; a
 // non-keyframe's pages are rolled back by the planner at end_step), so every
@@ -36,7 +37,6 @@
 #pragma once
 
 #include "backend/cuda/attention.h"
-#include "kv/dense_page_planner.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/kv_table.h"
 #include "kv/kv_cache.h"
@@ -105,8 +105,7 @@ class CudaKvCache final : public kv::KvCache {
   kv::CacheConfig config_;
   kv::TokenLayout tokens_;
   cudaStream_t stream_;
-  std::unique_ptr<kv::PagePlanner> paged_;       // Paged layout
-  std::unique_ptr<kv::DensePagePlanner> dense_;      // Dense layout
+  std::unique_ptr<kv::PagePlanner> planner_;  // routing by layout (see above)
   kv::StepTracker steps_;
   int32_t page_size_ = 0;
   int32_t pages_per_chunk_ = 1;
