@@ -58,29 +58,46 @@ int run_bench(const BenchArgs& a) {
   const auto t_weights = std::chrono::steady_clock::now();
   const io::StateDict weights = random_state_dict(config);
   StreamingModel model(*backend, weights, config, options);
-  log_info("bench: {} | {}x{} | {} frames | {} KV cache, window {}, scale {} | weights ready in {:.1f} s",
+  log_info("bench: {} | {}x{} | {} frames | {} KV cache, window {}, scale {} | pipeline depth {} | "
+           "weights ready in {:.1f} s",
            backend->name(), a.width, a.height, a.frames, kv::layout_name(options.cache_layout),
-           options.cache.sliding_window, options.num_scale_frames,
+           options.cache.sliding_window, options.num_scale_frames, options.pipeline_depth,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count());
 
   // Warm-up, as upstream's gct_profile does: one scale phase and a few
   // frames (library initialisation, kernel and algorithm choice, every
   // buffer allocated), then a new stream is measured.
   for (int i = 0; i < options.num_scale_frames + 3; ++i) model.push(frames[static_cast<size_t>(i) % frames.size()]);
+  model.finish();
   model.reset();
   backend->synchronize();
   if (a.profile) Profiler::set_enabled(true);
-  double phase1_ms = 0;
-  std::vector<double> frame_ms;  // phase-2 frames, stream order
+  // A frame's time is the interval between the arrival of its results and
+  // the previous frame's: the per-frame latency when each push waits for its
+  // frame (--pipeline-depth 0), the throughput when read-back and host work
+  // overlap the next frame (1). Phase 1 runs from the last scale frame's
+  // push to the arrival of the scale frames' results.
+  using Clock = std::chrono::steady_clock;
+  std::vector<Clock::time_point> arrival(static_cast<size_t>(a.frames));
+  Clock::time_point phase1_start;
+  auto note = [&](const std::vector<FrameResult>& results) {
+    const auto now = Clock::now();
+    for (const FrameResult& r : results) arrival[static_cast<size_t>(r.index)] = now;
+  };
   for (int i = 0; i < a.frames; ++i) {
     const Tensor& f = frames[static_cast<size_t>(i) % frames.size()];
-    const auto t0 = std::chrono::steady_clock::now();
-    const auto results = model.push(f);
-    backend->synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (i + 1 == options.num_scale_frames) phase1_ms = ms;
-    else if (i + 1 > options.num_scale_frames) frame_ms.push_back(ms);
+    if (i + 1 == options.num_scale_frames) phase1_start = Clock::now();
+    note(model.push(f));
   }
+  note(model.finish());
+  auto ms_between = [](Clock::time_point a0, Clock::time_point a1) {
+    return std::chrono::duration<double, std::milli>(a1 - a0).count();
+  };
+  const int scale = std::min(options.num_scale_frames, a.frames);
+  const double phase1_ms = ms_between(phase1_start, arrival[static_cast<size_t>(scale - 1)]);
+  std::vector<double> frame_ms;  // phase-2 frames, stream order
+  for (int i = scale; i < a.frames; ++i)
+    frame_ms.push_back(ms_between(arrival[static_cast<size_t>(i - 1)], arrival[static_cast<size_t>(i)]));
   auto at = [&](int frame_index) {  // latency of stream frame `frame_index` if it was timed
     const int k = frame_index - options.num_scale_frames;
     return k >= 0 && k < static_cast<int>(frame_ms.size()) ? frame_ms[static_cast<size_t>(k)] : -1.0;
@@ -100,7 +117,7 @@ int run_bench(const BenchArgs& a) {
   if (!a.json.empty()) {
     std::ofstream j(a.json);
     j << "{\"backend\": \"" << backend->name() << "\", \"width\": " << a.width << ", \"height\": " << a.height
-      << ", \"frames\": " << a.frames << ", \"phase1_ms\": " << phase1_ms << ", \"frame10_ms\": " << at(10)
+      << ", \"frames\": " << a.frames << ", \"pipeline_depth\": " << options.pipeline_depth << ", \"phase1_ms\": " << phase1_ms << ", \"frame10_ms\": " << at(10)
       << ", \"frame72_ms\": " << at(72) << ", \"steady_median_ms\": " << median << ", \"fps\": " << fps
       << ", \"peak_rss_mb\": " << peak_rss_bytes() / 1e6 << "}\n";
   }

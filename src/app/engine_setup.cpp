@@ -20,6 +20,9 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--camera-iterations", a.camera_iterations, "Camera head refinement iterations (default: config, 4)");
   cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
+  cmd.add_option("--pipeline-depth", a.pipeline_depth,
+                 "1: read a frame's results back while the next frame runs (default); 0: wait for each frame")
+      ->check(CLI::Range(0, 1));
   cmd.add_flag("--kv-stats", a.kv_stats, "Log KV cache occupancy after every frame");
 }
 
@@ -64,6 +67,7 @@ StreamOptions stream_options(const EngineArgs& a, const ModelConfig& config) {
     o.camera_iterations = a.camera_iterations;
   }
   o.keyframe_interval = a.keyframe_interval;
+  o.pipeline_depth = a.pipeline_depth;
   o.cache_layout = a.kv_cache == "dense" ? kv::Layout::Dense : kv::Layout::Paged;
   return o;
 }

@@ -11,10 +11,12 @@
 // is [tokens, channels], images and feature maps are NCHW.
 #pragma once
 
+#include "core/error.h"
 #include "core/tensor.h"
 #include "kv/kv_cache.h"
 
 #include <array>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -80,6 +82,19 @@ class Backend {
   // Device-to-device copy converting the element type (same element count).
   virtual void convert(const Tensor& src, Tensor& dst) = 0;
   virtual void synchronize() = 0;
+
+  // ---- asynchronous read-back ---------------------------------------------
+  // Results leave the device while the next frame's work runs:
+  // download_async() enqueues a copy into a host tensor from alloc_host()
+  // (page-locked where that matters), fence() marks everything enqueued so
+  // far, and wait() blocks until a fence has passed. The defaults suit a
+  // backend whose ops complete before they return (the CPU).
+  virtual Tensor alloc_host(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype); }
+  // device -> host, same shape and dtype. The host data is valid once a
+  // fence taken after this call has passed.
+  virtual void download_async(const Tensor& device, Tensor& host);
+  virtual std::shared_ptr<void> fence() { return nullptr; }
+  virtual void wait(const std::shared_ptr<void>& fence) {}
   // Device memory in use now, in bytes (0 where not meaningful, e.g. the CPU).
   virtual size_t device_memory_in_use() const { return 0; }
   // The dtype of the transformer stacks' residual stream. float32 on every
@@ -151,6 +166,14 @@ class Backend {
   // Bilinear resize with align_corners=True to out's H and W.
   virtual void resize_bilinear(const Tensor& x, Tensor& out) = 0;
 };
+
+inline void Backend::download_async(const Tensor& device, Tensor& host) {
+  LB_CHECK(host.is_cpu() && host.shape() == device.shape() && host.dtype() == DType::F32,
+           "download_async: {} into {} (expected a float32 host tensor of the same shape)", device.describe(),
+           host.describe());
+  const Tensor t = download(device);
+  std::memcpy(host.data(), t.data(), t.nbytes());
+}
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 

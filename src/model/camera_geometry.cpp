@@ -38,6 +38,7 @@ void unproject_depth(const Camera& cam, const float* depth, int height, int widt
   const double fx = cam.intrinsic[0][0], fy = cam.intrinsic[1][1];
   const double cx = cam.intrinsic[0][2], cy = cam.intrinsic[1][2];
   const Mat34& m = cam.camera_to_world;
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(height) * width >= 16384)
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
       const double d = depth[static_cast<int64_t>(y) * width + x];

@@ -30,6 +30,9 @@ class DepthHead {
                int num_special, int gh, int gw, Tensor& out);
 
  private:
+  // The head on frame `frame` of the layers; out [1, 2, H, W].
+  void forward_frame(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frame, int tokens_per_frame,
+                     int num_special, int gh, int gw, Tensor& out);
   // Residual conv unit: relu(x) -> conv -> relu -> conv, plus relu(x). x is overwritten by relu(x).
   void residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out);
   // RefineNet fusion: (x [+ unit1(skip)]) -> unit2 -> resize to (h, w) -> 1x1 conv.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace lingbot {
 
@@ -31,6 +32,8 @@ StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, c
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
   LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);
   LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
+  LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth < kReadbackSlots,
+           "pipeline_depth must be 0 or 1, got {}", options.pipeline_depth);
   kv::validate(options.cache);
   if (const char* env = std::getenv("LINGBOT_CUDA_GRAPHS"); env && std::string(env) == "0") options_.use_graphs = false;
   weights_ = std::make_unique<DeviceWeights>(backend, weights, config);
@@ -63,22 +66,28 @@ std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
     scale_frames_used_ = static_cast<int>(pending_.size());
     std::vector<Tensor> frames = std::move(pending_);
     pending_.clear();
-    return run_step(frames, true, 0);
+    launch_step(frames, true, 0);
+  } else {
+    const bool keyframe =
+        options_.keyframe_interval <= 1 || (index - scale_frames_used_) % options_.keyframe_interval == 0;
+    launch_step({frame}, keyframe, index);
   }
-  const bool keyframe =
-      options_.keyframe_interval <= 1 || (index - scale_frames_used_) % options_.keyframe_interval == 0;
-  return run_step({frame}, keyframe, index);
+  return collect(static_cast<size_t>(options_.pipeline_depth));
 }
 
 std::vector<FrameResult> StreamingModel::finish() {
-  if (scale_frames_used_ > 0 || pending_.empty()) return {};
-  scale_frames_used_ = static_cast<int>(pending_.size());
-  std::vector<Tensor> frames = std::move(pending_);
-  pending_.clear();
-  return run_step(frames, true, 0);
+  if (scale_frames_used_ == 0 && !pending_.empty()) {
+    scale_frames_used_ = static_cast<int>(pending_.size());
+    std::vector<Tensor> frames = std::move(pending_);
+    pending_.clear();
+    launch_step(frames, true, 0);
+  }
+  return collect(0);
 }
 
 void StreamingModel::reset() {
+  for (const InFlight& step : in_flight_) be_.wait(step.done);  // discarded, but the device must be done
+  in_flight_.clear();
   for (GraphEntry& g : graphs_) g = GraphEntry{};  // buffers may change with the next stream's size
   aggregator_->reset();
   camera_->reset();
@@ -115,11 +124,17 @@ void StreamingModel::compute_step(int S, int H, int W, StepOutputs& out) {
   }
 }
 
-std::vector<FrameResult> StreamingModel::run_step(const std::vector<Tensor>& frames, bool store,
-                                                  int64_t first_index) {
+void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, int64_t first_index) {
   const int S = static_cast<int>(frames.size());
   const int H = static_cast<int>(frames[0].dim(1)), W = static_cast<int>(frames[0].dim(2));
   const int64_t plane = static_cast<int64_t>(H) * W;
+
+  // The first single-frame step after a scale phase frees the scale phase's
+  // multi-frame buffers (the workspace then holds one frame's worth, which
+  // keeps the device's peak memory at the streaming steps' size).
+  const bool release_scale_buffers = S == 1 && scale_buffers_held_;
+  if (release_scale_buffers) ws_->track_use();
+  if (S > 1) scale_buffers_held_ = true;
 
   // Host side first: frames to the device, cache bookkeeping, positions.
   Tensor host = Tensor::empty({S, 3, H, W});
@@ -159,39 +174,82 @@ std::vector<FrameResult> StreamingModel::run_step(const std::vector<Tensor>& fra
   aggregator_->finish();
   camera_->finish();
 
-  // Results to the host: activations and geometry.
-  ProfileScope post("download+postprocess", [this] { be_.synchronize(); });
+  // Results start for the host now; complete() reads them once they land.
+  InFlight step;
+  step.frames = S;
+  step.height = H;
+  step.width = W;
+  step.store = store;
+  step.first_index = first_index;
+  ReadbackSlot& slot = readback_[next_slot_];
+  step.slot = next_slot_;
+  next_slot_ = (next_slot_ + 1) % kReadbackSlots;
+  auto host_buffer = [this](Tensor& buffer, const Shape& shape) -> Tensor& {
+    if (buffer.shape() != shape || buffer.numel() == 0) buffer = be_.alloc_host(shape, DType::F32);
+    return buffer;
+  };
+  be_.download_async(*outputs.poses, host_buffer(slot.poses, outputs.poses->shape()));
+  if (outputs.raw) be_.download_async(*outputs.raw, host_buffer(slot.raw, outputs.raw->shape()));
+  step.dense = outputs.raw != nullptr;
+  step.done = be_.fence();
+  in_flight_.push_back(std::move(step));
+
+  if (release_scale_buffers) {  // no graph exists yet (graphs are recorded from the second such step on)
+    be_.synchronize();
+    ws_->release_unused();
+    scale_buffers_held_ = false;
+  }
+}
+
+std::vector<FrameResult> StreamingModel::collect(size_t keep_in_flight) {
+  std::vector<FrameResult> out;
+  while (in_flight_.size() > keep_in_flight) {
+    InFlight step = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    ProfileScope post("download+postprocess");
+    be_.wait(step.done);
+    std::vector<FrameResult> r = complete(step);
+    std::move(r.begin(), r.end(), std::back_inserter(out));
+  }
+  return out;
+}
+
+std::vector<FrameResult> StreamingModel::complete(const InFlight& step) {
+  const int S = step.frames, H = step.height, W = step.width;
+  const int64_t plane = static_cast<int64_t>(H) * W;
+  const ReadbackSlot& slot = readback_[step.slot];
   const int iters = options_.camera_iterations;
-  const Tensor pose_host = be_.download(*outputs.poses);
-  const Tensor raw_host = outputs.raw ? be_.download(*outputs.raw) : Tensor();
   std::vector<FrameResult> results(static_cast<size_t>(S));
   for (int i = 0; i < S; ++i) {
     FrameResult& r = results[static_cast<size_t>(i)];
-    r.index = first_index + i;
-    r.keyframe = store;
+    r.index = step.first_index + i;
+    r.keyframe = step.store;
     r.height = H;
     r.width = W;
-    const float* last = pose_host.f32() + ((iters - 1) * S + i) * 9;
+    const float* last = slot.poses.f32() + ((iters - 1) * S + i) * 9;
     std::copy_n(last, 9, r.pose_enc.begin());
     if (options_.keep_pose_iterations) {
       for (int it = 0; it < iters; ++it) {
         std::array<float, 9> pe;
-        std::copy_n(pose_host.f32() + (it * S + i) * 9, 9, pe.begin());
+        std::copy_n(slot.poses.f32() + (it * S + i) * 9, 9, pe.begin());
         r.pose_enc_iterations.push_back(pe);
       }
     }
     r.camera = decode_pose(r.pose_enc.data(), H, W);
-    if (outputs.raw) {
+    if (step.dense) {
       // Channel 0: depth = exp(x); channel 1: confidence = 1 + exp(x).
       r.depth = Tensor::empty({H, W});
       r.depth_conf = Tensor::empty({H, W});
-      const float* d = raw_host.f32() + i * 2 * plane;
-      for (int64_t k = 0; k < plane; ++k) {
-        r.depth.f32()[k] = std::exp(d[k]);
-        r.depth_conf.f32()[k] = 1.0f + std::exp(d[plane + k]);
-      }
       r.world_points = Tensor::empty({H, W, 3});
-      unproject_depth(r.camera, r.depth.f32(), H, W, r.world_points.f32());
+      const float* d = slot.raw.f32() + i * 2 * plane;
+      float* depth = r.depth.f32();
+      float* conf = r.depth_conf.f32();
+#pragma omp parallel for schedule(static) if (plane >= 16384)
+      for (int64_t k = 0; k < plane; ++k) {
+        depth[k] = std::exp(d[k]);
+        conf[k] = 1.0f + std::exp(d[plane + k]);
+      }
+      unproject_depth(r.camera, depth, H, W, r.world_points.f32());
     }
   }
   return results;

@@ -9,7 +9,10 @@
 //      once. With keyframe_interval N > 1 only every N-th of them is stored
 //      in the KV caches; the others attend and leave no trace.
 //   finish() runs a scale phase that is still short of frames (a stream
-//   shorter than num_scale_frames), reset() starts a new video.
+//   shorter than num_scale_frames) and returns every result not yet
+//   returned; reset() starts a new video (discarding results not returned).
+//   With StreamOptions::pipeline_depth = 1 each push() returns the results
+//   of the step before it, so call finish() at the end of a stream.
 #pragma once
 
 #include "backend/backend.h"
@@ -18,6 +21,7 @@
 #include "model/model_config.h"
 
 #include <array>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -38,6 +42,11 @@ struct StreamOptions {
   bool keep_dense_outputs = true;  // depth, confidence and points per frame
   bool keep_pose_iterations = false;
   bool use_graphs = true;  // replay streaming steps as CUDA graphs where the backend can
+  // Steps whose results may still be on their way when push() returns: 0
+  // returns every frame's results from the push() that ran it; 1 returns
+  // them from the next push() (or finish()), so the read-back and the host
+  // post-processing of one frame overlap the device work of the next.
+  int pipeline_depth = 0;
 
   // The settings a config file implies.
   static StreamOptions from_config(const ModelConfig& config);
@@ -79,7 +88,28 @@ class StreamingModel {
   size_t workspace_bytes() const;
 
  private:
-  std::vector<FrameResult> run_step(const std::vector<Tensor>& frames, bool store, int64_t first_index);
+  // A step whose device work is enqueued and whose results are being copied
+  // into a read-back slot.
+  struct InFlight {
+    int frames = 0, height = 0, width = 0;
+    bool store = true;
+    bool dense = false;
+    int64_t first_index = 0;
+    int slot = 0;
+    std::shared_ptr<void> done;  // fence after the copies
+  };
+  // Host buffers the results are copied into (page-locked on a GPU); one
+  // per step that can be in flight, plus the one being filled.
+  struct ReadbackSlot {
+    Tensor poses;  // [iterations, S, 9]
+    Tensor raw;    // [S, 2, H, W]
+  };
+  static constexpr int kReadbackSlots = 2;
+
+  void launch_step(const std::vector<Tensor>& frames, bool store, int64_t first_index);
+  // Completes the oldest steps until at most `keep_in_flight` remain.
+  std::vector<FrameResult> collect(size_t keep_in_flight);
+  std::vector<FrameResult> complete(const InFlight& step);
   struct StepOutputs;
   void compute_step(int frames, int height, int width, StepOutputs& out);
 
@@ -105,6 +135,11 @@ class StreamingModel {
     std::shared_ptr<StepOutputs> outputs;
   };
   GraphEntry graphs_[2];  // [store]
+
+  std::deque<InFlight> in_flight_;
+  ReadbackSlot readback_[kReadbackSlots];
+  int next_slot_ = 0;
+  bool scale_buffers_held_ = false;  // the workspace still holds a scale phase's multi-frame buffers
 };
 
 }  // namespace lingbot

@@ -23,9 +23,20 @@ class Workspace {
   size_t bytes() const;
   void clear() { buffers_.clear(); }
 
+  // Freeing what a finished phase needed: track_use() forgets which buffers
+  // were requested; release_unused() then frees every buffer not requested
+  // since. The caller makes sure the device no longer reads them (and that
+  // no recorded graph refers to them).
+  void track_use();
+  void release_unused();
+
  private:
+  struct Entry {
+    Tensor tensor;
+    bool used = true;
+  };
   Backend& backend_;
-  std::map<std::string, Tensor> buffers_;
+  std::map<std::string, Entry> buffers_;
 };
 
 }  // namespace lingbot

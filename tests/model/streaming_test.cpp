@@ -119,3 +119,85 @@ TEST(Streaming, WrongFramesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("differs from the stream"), std::string::npos) << e.what();
   }
 }
+
+// Pipelined read-back (pipeline_depth 1) returns each frame's results one
+// push later, and exactly the values the synchronous mode returns.
+TEST(Streaming, PipelinedResultsEqualSynchronousOnes) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamOptions sync_opt = StreamOptions::from_config(fx.config);
+  sync_opt.keyframe_interval = 2;
+  StreamOptions pipe_opt = sync_opt;
+  pipe_opt.pipeline_depth = 1;
+  StreamingModel sync_model(*be, fx.weights, fx.config, sync_opt);
+  StreamingModel pipe_model(*be, fx.weights, fx.config, pipe_opt);
+  const auto frames = random_frames(9, 28, 42, 5);
+  const int scale = sync_opt.num_scale_frames;
+
+  std::vector<FrameResult> expected = stream(sync_model, frames);
+  std::vector<FrameResult> got;
+  for (int i = 0; i < static_cast<int>(frames.size()); ++i) {
+    std::vector<FrameResult> r = pipe_model.push(frames[static_cast<size_t>(i)]);
+    // Nothing until the push after the scale phase, which returns the whole
+    // scale phase; then one frame per push, the previous one.
+    if (i <= scale - 1) {
+      EXPECT_TRUE(r.empty()) << "push " << i;
+    } else if (i == scale) {
+      ASSERT_EQ(r.size(), static_cast<size_t>(scale)) << "push " << i;
+      EXPECT_EQ(r.back().index, scale - 1);
+    } else {
+      ASSERT_EQ(r.size(), 1u) << "push " << i;
+      EXPECT_EQ(r[0].index, i - 1);
+    }
+    for (FrameResult& x : r) got.push_back(std::move(x));
+  }
+  std::vector<FrameResult> last = pipe_model.finish();
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].index, static_cast<int64_t>(frames.size()) - 1);
+  got.push_back(std::move(last[0]));
+  EXPECT_TRUE(pipe_model.finish().empty());
+
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].index, expected[i].index);
+    EXPECT_EQ(got[i].keyframe, expected[i].keyframe) << "frame " << i;
+    EXPECT_EQ(got[i].pose_enc, expected[i].pose_enc) << "frame " << i;
+    EXPECT_EQ(test::max_abs_diff(got[i].depth, expected[i].depth), 0.0) << "frame " << i;
+    EXPECT_EQ(test::max_abs_diff(got[i].world_points, expected[i].world_points), 0.0) << "frame " << i;
+  }
+
+  // A reset with a step in flight discards it; the next video starts clean.
+  pipe_model.reset();
+  pipe_model.push(frames[0]);
+  const auto again = stream(pipe_model, std::vector<Tensor>(frames.begin() + 1, frames.end()));
+  EXPECT_EQ(again.size(), frames.size());
+  EXPECT_EQ(again.back().pose_enc, expected.back().pose_enc);
+}
+
+// The scale phase's multi-frame buffers are freed once streaming starts:
+// the workspace then holds what a single-frame step needs, and stays there.
+TEST(Streaming, ScalePhaseBuffersAreReleased) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamOptions opt = StreamOptions::from_config(fx.config);
+  StreamingModel m(*be, fx.weights, fx.config, opt);
+  const auto frames = random_frames(4, 28, 42, 6);
+  const int scale = opt.num_scale_frames;
+  ASSERT_GT(scale, 1);
+  for (int i = 0; i < scale; ++i) m.push(frames[static_cast<size_t>(i % 4)]);
+  const size_t after_scale = m.workspace_bytes();
+  m.push(frames[0]);
+  const size_t after_first = m.workspace_bytes();
+  EXPECT_LT(after_first, after_scale);
+  for (int i = 0; i < 5; ++i) m.push(frames[static_cast<size_t>(i % 4)]);
+  EXPECT_EQ(m.workspace_bytes(), after_first);
+
+  // A single-frame workspace is what a model that never ran a scale phase of
+  // more than one frame would hold.
+  StreamOptions one = opt;
+  one.num_scale_frames = 1;
+  one.cache.scale_frames = 1;
+  StreamingModel single(*be, fx.weights, fx.config, one);
+  for (int i = 0; i < 3; ++i) single.push(frames[static_cast<size_t>(i % 4)]);
+  EXPECT_EQ(single.workspace_bytes(), after_first);
+}

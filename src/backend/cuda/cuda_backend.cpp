@@ -317,6 +317,38 @@ Tensor CudaBackend::download(const Tensor& device) {
   return host;
 }
 
+Tensor CudaBackend::alloc_host(const Shape& shape, DType dtype) {
+  check_not_capturing(stream_, "allocating page-locked host memory");
+  const int64_t n = shape_numel(shape);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  void* p = nullptr;
+  LB_CUDA_CHECK(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
+  return Tensor::wrap(p, shape, dtype, Device::CPU, std::shared_ptr<void>(p, [](void* q) { (void)cudaFreeHost(q); }));
+}
+
+void CudaBackend::download_async(const Tensor& device, Tensor& host) {
+  check_on_device(device, "download_async", "source");
+  LB_CHECK(host.is_cpu() && host.shape() == device.shape() && host.dtype() == device.dtype(),
+           "download_async: {} into {} (expected a host tensor of the same shape and dtype)", device.describe(),
+           host.describe());
+  if (device.numel() == 0) return;
+  LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  after_op("download_async");
+}
+
+std::shared_ptr<void> CudaBackend::fence() {
+  check_not_capturing(stream_, "recording a read-back fence");
+  cudaEvent_t e = nullptr;
+  LB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  std::shared_ptr<void> owner(e, [](void* p) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  LB_CUDA_CHECK(cudaEventRecord(e, stream_));
+  return owner;
+}
+
+void CudaBackend::wait(const std::shared_ptr<void>& fence) {
+  if (fence) LB_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(fence.get())));
+}
+
 void CudaBackend::fill(Tensor& t, float value) {
   check_on_device(t, "fill", "tensor");
   kernels::fill(t.data(), t.dtype(), t.numel(), value, stream_);

@@ -65,6 +65,10 @@ class CudaBackend final : public Backend {
   Tensor upload(const Tensor& host, DType dtype) override;
   void upload_into(const Tensor& host, Tensor& device) override;
   Tensor download(const Tensor& device) override;
+  Tensor alloc_host(const Shape& shape, DType dtype) override;  // page-locked
+  void download_async(const Tensor& device, Tensor& host) override;
+  std::shared_ptr<void> fence() override;  // a CUDA event recorded on the stream
+  void wait(const std::shared_ptr<void>& fence) override;
   void fill(Tensor& t, float value) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
