@@ -6,9 +6,10 @@
 //
 // One CTA = 2 warpgroups = 256 threads = 128 query rows; warpgroup g owns
 // rows [64g, 64g + 64), warp w of it rows 16w..16w+15 (as in mma.sync's
-// fragment layouts). Per tile of 64 keys (K/V in shared memory, two stages,
-// cp.async, the same 128-byte-row XOR swizzle as attention_mma.cu, which is
-// exactly wgmma's 128B swizzle when a tile starts on a 1024-byte boundary):
+// fragment layouts). Per tile of 64 keys (K/V in shared memory, three
+// stages, cp.async, the same 128-byte-row XOR swizzle as attention_mma.cu,
+// which is exactly wgmma's 128B swizzle when a tile starts on a 1024-byte
+// boundary):
 //   S[64 x 64]  = Q[64 x 64] K^T     4 x wgmma m64n64k16, A = Q from registers,
 //                                    B = K tile (K-major: keys are rows, dims contiguous)
 //   online softmax on S (fp32, exp2), P = bf16(S) in registers
@@ -18,6 +19,15 @@
 // fragment repeated per 8 columns: d[4j + e] is (row lr + 8 (e / 2), column
 // 8j + 2 lc + e % 2); the A fragment in registers is mma.sync's A fragment.
 // So the softmax code is the mma kernel's with 8 atoms.
+//
+// Overlap (FlashAttention-3's intra-warpgroup pipelining): at head_dim 64 the
+// exponentials cost about as much SM time as the matrix products, so they
+// must run while the tensor cores work. Iteration t issues S_t = Q K_t^T and
+// then O += P_{t-1} V_{t-1} as two asynchronous wgmma groups, waits for the
+// first only, computes the softmax of S_t while the second runs, and only
+// then waits for it, rescales O and packs P_t. One barrier per tile: with
+// three stages the tile loaded at iteration t (t + 1) goes into the stage of
+// tile t - 2, which every warp finished with in iteration t - 1.
 //
 // Shared-memory matrix descriptors (PTX ISA, "Matrix Descriptor Format"):
 //   bits 0-13 address >> 4, 16-29 leading byte offset >> 4, 32-45 stride
@@ -47,6 +57,10 @@ constexpr int kD = 64;
 constexpr int kThreads = 256;  // 2 warpgroups
 constexpr int kBr = kMmaQueryRows;  // 128
 constexpr int kBc = kMmaKeyTile;    // 64
+constexpr int kStages = 3;
+constexpr int kTileBytes = kBc * kD * 2;
+// K and V tiles of every stage, plus slack to align the first to 1024 bytes.
+constexpr int kSmemBytes = 2 * kStages * kTileBytes + 1024;
 static_assert(kBc * kD * 2 % 1024 == 0);  // a tile is whole 1024-byte swizzle atoms
 static_assert(kBr == 128 && kBc == 64 && kThreads * 2 == kBc * 8);
 
@@ -65,7 +79,6 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_b
                "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ int tile_offset(int row, int chunk) { return row * kD + ((chunk ^ (row & 7)) << 3); }
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -75,7 +88,23 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+// Keeps the compiler from moving reads or writes of an accumulator across
+// the asm statements that issue and wait for asynchronous wgmma groups.
+template <int N>
+__device__ __forceinline__ void pin_registers(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ __forceinline__ void pin_registers(uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
 
 __device__ __forceinline__ uint64_t smem_desc(const void* tile, uint32_t leading, uint32_t stride) {
   const uint64_t addr = smem_addr(tile);
@@ -108,16 +137,16 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (
 template <typename Keys>
 __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionArgs<bf16> a, Keys keys) {
 #if LB_WGMMA
-  // Two stages of K and V tiles, each starting on a 1024-byte boundary of the
-  // shared address space (wgmma's 128B swizzle works on absolute address
-  // bits), aligned by hand rather than trusting the alignment of a static
-  // shared array.
+  // kStages stages of K and V tiles, each starting on a 1024-byte boundary
+  // of the shared address space (wgmma's 128B swizzle works on absolute
+  // address bits), aligned by hand. Dynamic shared memory: 49 KiB is past
+  // the static limit.
   constexpr int kTileElems = kBc * kD;
-  __shared__ alignas(128) unsigned char smem_raw[4 * kTileElems * 2 + 1024];
+  extern __shared__ unsigned char smem_raw[];
   const uint32_t raw_addr = smem_addr(smem_raw);
   bf16* tiles = reinterpret_cast<bf16*>(smem_raw + (((raw_addr + 1023u) & ~1023u) - raw_addr));
-  auto k_tile = [&](int stage) { return tiles + stage * kTileElems; };        // stages 0, 1
-  auto v_tile = [&](int stage) { return tiles + (2 + stage) * kTileElems; };
+  auto k_tile = [&](int stage) { return tiles + stage * kTileElems; };
+  auto v_tile = [&](int stage) { return tiles + (kStages + stage) * kTileElems; };
 
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
@@ -155,6 +184,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
   for (int e = 0; e < 32; ++e) o[e] = 0.f;
   float m[2] = {-INFINITY, -INFINITY};  // rows lr, lr + 8; exp2 domain
   float l[2] = {0.f, 0.f};
+  uint32_t pa[4][4];  // P of the previous tile, bf16 A fragments of O += P V
 
   // Loader: 256 threads for 64 rows x 8 chunks of K and of V: thread copies
   // chunks 2 (tid % 4) and 2 (tid % 4) + 1 of row tid / 4.
@@ -175,24 +205,34 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
     }
     view.advance(cursor, kBc);
   };
+  auto issue_pv = [&](int stage) {  // O += P V_stage, asynchronous
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t desc = smem_desc(reinterpret_cast<const char*>(v_tile(stage)) + 2048 * kk, 1024, 1024);
+      wgmma_m64n64k16<1>(o, pa[kk], desc, true);
+    }
+    wgmma_commit();
+  };
 
   const int32_t n_tiles = (ke - kb + kBc - 1) / kBc;
   if (n_tiles > 0) load_tile(0, kb);
   cp_async_commit();
 
   for (int32_t t = 0; t < n_tiles; ++t) {
-    const int stage = t & 1;
+    const int stage = t % kStages;
     const int32_t tile_start = kb + t * kBc;
-    if (t + 1 < n_tiles) load_tile(stage ^ 1, tile_start + kBc);
+    cp_async_wait0();     // this thread's copies of tile t have landed
+    fence_proxy_async();  // ... and are visible to the async proxy (wgmma)
+    __syncthreads();      // everyone's; and everyone is past iteration t - 1
+    if (t + 1 < n_tiles) load_tile((t + 1) % kStages, tile_start + kBc);
     cp_async_commit();
-    cp_async_wait1();
-    fence_proxy_async();  // this thread's cp.async data -> visible to the async proxy (wgmma)
-    __syncthreads();
 
-    // S = Q K^T.
+    // S = Q K^T, then O += P_{t-1} V_{t-1}: two groups in flight.
     float s[32];
 #pragma unroll
     for (int e = 0; e < 32; ++e) s[e] = 0.f;
+    pin_registers(o);
+    pin_registers(pa);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -200,7 +240,13 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
       wgmma_m64n64k16<0>(s, qf[kk], desc, true);
     }
     wgmma_commit();
-    wgmma_wait0();
+    if (t > 0) {
+      issue_pv((t - 1) % kStages);
+      wgmma_wait<1>();  // S is ready; the P V group may still run
+    } else {
+      wgmma_wait<0>();
+    }
+    pin_registers(s);
 
     if (tile_start + kBc > ke) {
 #pragma unroll
@@ -210,7 +256,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
       }
     }
 
-    // Online softmax; row rh: elements e with (e / 2) % 2 == rh.
+    // Online softmax (touches neither O nor P, which the tensor cores may
+    // still be using); row rh: elements e with (e / 2) % 2 == rh.
     float alpha[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
@@ -235,11 +282,12 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
       l[rh] = l[rh] * alpha[rh] + sum;
       m[rh] = m_new;
     }
+
+    wgmma_wait<0>();  // O and the previous P are free again
+    pin_registers(o);
+    pin_registers(pa);
 #pragma unroll
     for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
-
-    // O += P V.
-    uint32_t pa[4][4];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
@@ -247,15 +295,14 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
       pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // atom 2kk + 1, row lr
       pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // atom 2kk + 1, row lr + 8
     }
+  }
+  if (n_tiles > 0) {  // the last tile's O += P V
+    pin_registers(o);
+    pin_registers(pa);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t desc = smem_desc(reinterpret_cast<const char*>(v_tile(stage)) + 2048 * kk, 1024, 1024);
-      wgmma_m64n64k16<1>(o, pa[kk], desc, true);
-    }
-    wgmma_commit();
-    wgmma_wait0();
-    __syncthreads();  // both warpgroups are done with `stage` before it is refilled
+    issue_pv((n_tiles - 1) % kStages);
+    wgmma_wait<0>();
+    pin_registers(o);
   }
 
 #pragma unroll
@@ -292,12 +339,26 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
 
 }  // namespace
 
+// Opts the kernel into more than 48 KiB of dynamic shared memory, once per
+// instantiation (a function attribute, not a stream operation: fine while a
+// graph is being captured).
+template <typename Keys>
+void allow_dynamic_smem() {
+  static const bool done = [] {
+    LB_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       kSmemBytes));
+    return true;
+  }();
+  (void)done;
+}
+
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
   const int32_t q_tiles = (args.rows + kBr - 1) / kBr;
   const dim3 grid(static_cast<unsigned>(int64_t{args.groups} * q_tiles), static_cast<unsigned>(args.num_heads),
                   static_cast<unsigned>(args.splits));
-  attention_wgmma_kernel<Keys><<<grid, kThreads, 0, stream>>>(args, keys);
+  allow_dynamic_smem<Keys>();
+  attention_wgmma_kernel<Keys><<<grid, kThreads, kSmemBytes, stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
 }
 
@@ -313,8 +374,9 @@ int attention_wgmma_ctas_per_sm() {
   static thread_local int cached = 0;
   if (device != cached_device) {  // cached: the occupancy query is not for graph capture
     int n = 0;
+    allow_dynamic_smem<PagedKeys<bf16>>();
     LB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_wgmma_kernel<PagedKeys<bf16>>,
-                                                                kThreads, 0));
+                                                                kThreads, kSmemBytes));
     cached = n > 0 ? n : 1;
     cached_device = device;
   }
