@@ -89,6 +89,7 @@ void StreamingModel::reset() {
   for (const InFlight& step : in_flight_) be_.wait(step.done);  // discarded, but the device must be done
   in_flight_.clear();
   for (GraphEntry& g : graphs_) g = GraphEntry{};  // buffers may change with the next stream's size
+  release_pending_ = false;  // the next stream's scale phase reuses what is left
   aggregator_->reset();
   camera_->reset();
   pending_.clear();
@@ -129,12 +130,23 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   const int H = static_cast<int>(frames[0].dim(1)), W = static_cast<int>(frames[0].dim(2));
   const int64_t plane = static_cast<int64_t>(H) * W;
 
-  // The first single-frame step after a scale phase frees the scale phase's
-  // multi-frame buffers (the workspace then holds one frame's worth, which
-  // keeps the device's peak memory at the streaming steps' size).
-  const bool release_scale_buffers = S == 1 && scale_buffers_held_;
-  if (release_scale_buffers) ws_->track_use();
+  // The scale phase's multi-frame buffers are freed once streaming has
+  // started, so that the device's peak memory is the streaming steps':
+  // the first single-frame step records which buffers it uses, and the
+  // second frees the others before it enqueues anything. By then the scale
+  // step has completed (its results were collected), no graph exists yet
+  // (the first is recorded by this second step), and the step in flight
+  // does not use them.
+  if (release_pending_) {
+    ws_->release_unused();
+    release_pending_ = false;
+  }
   if (S > 1) scale_buffers_held_ = true;
+  if (S == 1 && scale_buffers_held_) {
+    ws_->track_use();
+    scale_buffers_held_ = false;
+    release_pending_ = true;
+  }
 
   // Host side first: frames to the device, cache bookkeeping, positions.
   Tensor host = Tensor::empty({S, 3, H, W});
@@ -193,12 +205,6 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   step.dense = outputs.raw != nullptr;
   step.done = be_.fence();
   in_flight_.push_back(std::move(step));
-
-  if (release_scale_buffers) {  // no graph exists yet (graphs are recorded from the second such step on)
-    be_.synchronize();
-    ws_->release_unused();
-    scale_buffers_held_ = false;
-  }
 }
 
 std::vector<FrameResult> StreamingModel::collect(size_t keep_in_flight) {

@@ -139,7 +139,8 @@ class StreamingModel {
   std::deque<InFlight> in_flight_;
   ReadbackSlot readback_[kReadbackSlots];
   int next_slot_ = 0;
-  bool scale_buffers_held_ = false;  // the workspace still holds a scale phase's multi-frame buffers
+  bool scale_buffers_held_ = false;  // a scale phase ran; streaming has not started yet
+  bool release_pending_ = false;     // free what the first streaming step did not use, at the next step
 };
 
 }  // namespace lingbot

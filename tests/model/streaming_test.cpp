@@ -186,7 +186,8 @@ TEST(Streaming, ScalePhaseBuffersAreReleased) {
   ASSERT_GT(scale, 1);
   for (int i = 0; i < scale; ++i) m.push(frames[static_cast<size_t>(i % 4)]);
   const size_t after_scale = m.workspace_bytes();
-  m.push(frames[0]);
+  m.push(frames[0]);  // the first streaming step notes what it uses ...
+  m.push(frames[1]);  // ... and the second frees the rest
   const size_t after_first = m.workspace_bytes();
   EXPECT_LT(after_first, after_scale);
   for (int i = 0; i < 5; ++i) m.push(frames[static_cast<size_t>(i % 4)]);
