@@ -7,9 +7,6 @@
 #include <cublas_api.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <string>
 
 namespace lingbot::cuda {
 
@@ -57,12 +54,6 @@ std::string describe(const MatmulShape& s) {
                      s.transpose_b ? "^T" : "", dtype_name(s.ab_type), dtype_name(s.ab_type), dtype_name(s.d_type));
 }
 
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 }  // namespace
 
 struct Gemm::Plan {
@@ -84,7 +75,6 @@ struct Gemm::Plan {
 Gemm::Gemm(cudaStream_t stream, bool allow_tf32)
     : stream_(stream), allow_tf32_(allow_tf32), bias_bf16_(stream, "bfloat16 biases") {
   LB_CUBLAS_CHECK(cublasLtCreate(&handle_));
-  if (const char* env = std::getenv("LINGBOT_GEMM_AUTOTUNE"); env && std::string(env) == "0") autotune_ = false;
   workspace_ = device_malloc(kWorkspaceBytes, "the cuBLASLt workspace");
 }
 
@@ -94,7 +84,7 @@ Gemm::~Gemm() {
   device_free(workspace_);  // cudaFree waits for the work that may still use it
 }
 
-Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias, const Operands& operands) {
+Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
 
   const MatmulShape& s = key.shape;
@@ -138,59 +128,20 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias, const Operands& op
   // caller falls back to another formulation.
   if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE) LB_CUBLAS_CHECK(status);
 
-  // Candidates come best first by cuBLASLt's model of the GPU.
-  std::vector<cublasLtMatmulAlgo_t> usable;
+  // Candidates come best first.
+  const cublasLtMatmulHeuristicResult_t* chosen = nullptr;
   for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i) {
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes)
-      usable.push_back(results[i].algo);
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes) {
+      chosen = &results[i];
+      break;
+    }
   }
-  if (usable.empty()) {
+  if (chosen == nullptr) {
     plans_.emplace(key, nullptr);
     return nullptr;
   }
-  plan->algo = usable.front();
-  if (autotune_ && usable.size() > 1 && !capturing(stream_)) plan->algo = fastest(*plan, usable, bias, operands);
+  plan->algo = chosen->algo;
   return plans_.emplace(key, std::move(plan)).first->second.get();
-}
-
-// The model's products are few shapes run thousands of times, and for the
-// awkward ones (978 tokens: not a multiple of the tile; N = 1024: too few
-// tiles for 132 SMs) the heuristic's first choice is not the fastest. So
-// each shape's candidates are timed once on the call's own operands (the
-// output is overwritten by the real run that follows) and the fastest is
-// kept. Candidates that fail to launch are skipped.
-cublasLtMatmulAlgo_t Gemm::fastest(Plan& plan, const std::vector<cublasLtMatmulAlgo_t>& candidates, const void* bias,
-                                   const Operands& x) {
-  if (bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  cudaEvent_t start = nullptr, stop = nullptr;
-  LB_CUDA_CHECK(cudaEventCreate(&start));
-  LB_CUDA_CHECK(cudaEventCreate(&stop));
-  const float one = 1.0f, zero = 0.0f;
-  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(handle_, plan.desc, &one, x.a, plan.a, x.b, plan.b, &zero, x.d, plan.d, x.d, plan.d, &algo,
-                          workspace_, kWorkspaceBytes, stream_);
-  };
-  constexpr int kRuns = 3;
-  cublasLtMatmulAlgo_t best = candidates.front();
-  float best_ms = INFINITY;
-  for (const cublasLtMatmulAlgo_t& algo : candidates) {
-    if (launch(algo) != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; also weeds out algorithms that refuse
-    LB_CUDA_CHECK(cudaEventRecord(start, stream_));
-    bool ok = true;
-    for (int r = 0; r < kRuns && ok; ++r) ok = launch(algo) == CUBLAS_STATUS_SUCCESS;
-    LB_CUDA_CHECK(cudaEventRecord(stop, stream_));
-    LB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (ok && ms < best_ms) {
-      best_ms = ms;
-      best = algo;
-    }
-  }
-  (void)cudaGetLastError();  // a refused candidate may leave an error behind
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best;
 }
 
 void Gemm::run(const Plan& plan, const void* a, const void* b, const void* bias, void* d) {
@@ -219,7 +170,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   if (bias == nullptr || s.d_type == DType::F32) {
     key.bias = bias ? BiasKind::F32 : BiasKind::None;
     key.align_bias = alignment_of(bias);
-    const Plan* plan = find_plan(key, bias, {a, b, d});
+    const Plan* plan = find_plan(key, bias);
     LB_CHECK(plan != nullptr, "cuBLASLt offers no algorithm for {}", describe(s));
     run(*plan, a, b, bias, d);
     return;
@@ -228,7 +179,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   if (bias_path_ == BiasPath::Auto) {
     key.bias = BiasKind::F32;
     key.align_bias = alignment_of(bias);
-    if (const Plan* plan = find_plan(key, bias, {a, b, d})) {
+    if (const Plan* plan = find_plan(key, bias)) {
       run(*plan, a, b, bias, d);
       return;
     }
@@ -237,7 +188,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   kernels::convert(bias, DType::F32, rounded, DType::BF16, s.m, stream_);
   key.bias = BiasKind::BF16;
   key.align_bias = alignment_of(rounded);
-  const Plan* plan = find_plan(key, rounded, {a, b, d});
+  const Plan* plan = find_plan(key, rounded);
   LB_CHECK(plan != nullptr, "cuBLASLt offers no algorithm for {} with a bias", describe(s));
   run(*plan, a, b, rounded, d);
 }

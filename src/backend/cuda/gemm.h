@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <vector>
 
 namespace lingbot::cuda {
 
@@ -74,10 +73,6 @@ class Gemm {
   // cover it.
   enum class BiasPath { Auto, RoundToBf16 };
   void set_bias_path(BiasPath path) { bias_path_ = path; }
-  // Whether a new shape times cuBLASLt's candidate algorithms and keeps the
-  // fastest (default; LINGBOT_GEMM_AUTOTUNE=0 keeps the heuristic's first
-  // choice, which is deterministic from run to run).
-  void set_autotune(bool on) { autotune_ = on; }
 
  private:
   enum class BiasKind : uint8_t { None, F32, BF16 };
@@ -93,20 +88,12 @@ class Gemm {
   struct Plan;
 
   // The plan for `key`, made on first use; null when cuBLASLt offers no algorithm.
-  struct Operands {
-    const void* a;
-    const void* b;
-    void* d;
-  };
-  Plan* find_plan(const Key& key, const void* bias, const Operands& operands);
-  cublasLtMatmulAlgo_t fastest(Plan& plan, const std::vector<cublasLtMatmulAlgo_t>& candidates, const void* bias,
-                               const Operands& operands);
+  Plan* find_plan(const Key& key, const void* bias);
   void run(const Plan& plan, const void* a, const void* b, const void* bias, void* d);
 
   cudaStream_t stream_;
   bool allow_tf32_;
   BiasPath bias_path_ = BiasPath::Auto;
-  bool autotune_ = true;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   DeviceScratch bias_bf16_;
