@@ -258,13 +258,6 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
 
     // Online softmax (touches neither O nor P, which the tensor cores may
     // still be using); row rh: elements e with (e / 2) % 2 == rh.
-    // Lazy rescaling (FlashAttention-4): the reference maximum m of a row
-    // moves only when a tile's maximum exceeds it by more than
-    // kRescaleSlack; otherwise the exponentials are taken against the stale
-    // m and reach at most 2^kRescaleSlack, harmless in fp32 and bf16. O and
-    // l always share one m, so the result is the same, and most tiles skip
-    // rescaling O (32 multiplies per thread) and the alpha exponentials.
-    constexpr float kRescaleSlack = 8.f;
     float alpha[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
@@ -273,11 +266,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
       for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * rh], s[4 * j + 2 * rh + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_tile = mx * a.scale_log2;
-      const bool move = m_tile > m[rh] + kRescaleSlack;  // always for the first finite tile (m = -inf)
-      const float m_new = move ? m_tile : m[rh];
+      const float m_new = fmaxf(m[rh], mx * a.scale_log2);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;
-      alpha[rh] = move ? fast_exp2(m[rh] - m_use) : 1.f;
+      alpha[rh] = fast_exp2(m[rh] - m_use);
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -292,14 +283,11 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
       m[rh] = m_new;
     }
 
-    const bool rescale = __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f);  // warp-uniform
     wgmma_wait<0>();  // O and the previous P are free again
     pin_registers(o);
     pin_registers(pa);
-    if (rescale) {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
-    }
+    for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
