@@ -9,7 +9,7 @@
 //     64, bf16) against a full window of the paged cache: 8 scale + 64 window
 //     frame pages of 972 tokens + the special stream (6 per stored frame),
 //     filled by 100 stored frames through CudaKvCache. kernel 0 = mma, 1 =
-//     warp, 2 = wgmma (experimental, Hopper only); splits 0 = automatic.
+//     warp, 2 = wgmma (Hopper only); splits 0 = automatic.
 //     Target: >= 400 TFLOP/s on the H200.
 //   BM_Dense/<groups>/<n>/<kernel>: attention within groups (attention_dense,
 //     kernel 0 = auto, 2 = wgmma): 1 x 978 (a frame block / the encoder), 8 x
@@ -62,7 +62,7 @@ Tensor device_random(const Shape& shape, DType dtype, uint32_t seed) {
   return dev;
 }
 
-// Benchmark argument -> kernel: 0 mma, 1 warp, 2 wgmma (experimental, Hopper).
+// Benchmark argument -> kernel: 0 mma, 1 warp, 2 wgmma (Hopper).
 AttentionKernel kernel_of(int64_t arg) {
   return arg == 0 ? AttentionKernel::Mma : arg == 1 ? AttentionKernel::Warp : AttentionKernel::Wgmma;
 }

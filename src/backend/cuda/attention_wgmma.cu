@@ -1,8 +1,7 @@
-// Experimental: the attention kernel on Hopper's warpgroup MMA (wgmma,
-// sm_90a). bf16, head_dim 64. Same contract, grid and key splits as the
-// mma.sync kernel (attention_mma.cu); selected only explicitly
-// (AttentionKernel::Wgmma) until the GPU machine has measured it
-// (attention_versions.md).
+// The attention kernel on Hopper's warpgroup MMA (wgmma, sm_90a). bf16,
+// head_dim 64. Same contract, grid and key splits as the mma.sync kernel
+// (attention_mma.cu); AttentionKernel::Auto picks it on sm_90 (versions and
+// figures: attention_versions.md).
 //
 // One CTA = 2 warpgroups = 256 threads = 128 query rows; warpgroup g owns
 // rows [64g, 64g + 64), warp w of it rows 16w..16w+15 (as in mma.sync's
