@@ -187,14 +187,8 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   camera_->finish();
 
   // Results start for the host now; complete() reads them once they land.
-  InFlight step;
-  step.frames = S;
-  step.height = H;
-  step.width = W;
-  step.store = store;
-  step.first_index = first_index;
+  InFlight step{.frames = S, .height = H, .width = W, .store = store, .first_index = first_index, .slot = next_slot_};
   ReadbackSlot& slot = readback_[next_slot_];
-  step.slot = next_slot_;
   next_slot_ = (next_slot_ + 1) % kReadbackSlots;
   auto host_buffer = [this](Tensor& buffer, const Shape& shape) -> Tensor& {
     if (buffer.shape() != shape || buffer.numel() == 0) buffer = be_.alloc_host(shape, DType::F32);

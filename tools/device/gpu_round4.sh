@@ -1,26 +1,13 @@
 #!/usr/bin/env bash
 # GPU machine, round 4: where the steady-state time goes, by ablation with
 # graphs on (no per-stage synchronisation): full model, no depth head, one
-# camera iteration, small window; plus the kernel benches and the CUDA tests
-# not run since the last refactor.
+# camera iteration, small window; plus the kernel benches and the CUDA tests.
 set -uo pipefail
-REAL_OUT=$OUT
-R=/tmp/r4; rm -rf $R; mkdir -p $R
-S=$R/summary.txt
-log() { echo "== $* ($(date +%T))" | tee -a $S; }
-mkdir -p /tmp/deps && for f in .deps/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
-export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-openmp
-B=$PWD/build-device
-trap 'tar -C /tmp -cf $REAL_OUT/round4.tar r4; cat $S' EXIT
-log build
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-  -DCMAKE_PREFIX_PATH=/tmp/deps/usr > $R/cmake.log 2>&1 && ninja -C $B > $R/build.log 2>&1 || \
-  { grep -E "error" $R/build.log | head; exit 1; }
-bench() {  # name, args...
-  local name=$1; shift
-  timeout 120 $B/bin/lingbot-map bench --device cuda --height 378 --width 504 "$@" > $R/bench_$name.txt 2>&1
-  echo "-- $name: $*" | tee -a $S; tail -3 $R/bench_$name.txt | cut -c1-300 | tee -a $S
-}
+ROUND=r4
+source tools/device/round_lib.sh
+round_begin
+round_deps
+round_build
 log "ablations"
 bench full --frames 200
 bench nodense --frames 200 --no-dense
