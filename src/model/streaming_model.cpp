@@ -187,7 +187,14 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   camera_->finish();
 
   // Results start for the host now; complete() reads them once they land.
-  InFlight step{.frames = S, .height = H, .width = W, .store = store, .first_index = first_index, .slot = next_slot_};
+  InFlight step{.frames = S,
+                .height = H,
+                .width = W,
+                .store = store,
+                .dense = outputs.raw != nullptr,
+                .first_index = first_index,
+                .slot = next_slot_,
+                .done = nullptr};
   ReadbackSlot& slot = readback_[next_slot_];
   next_slot_ = (next_slot_ + 1) % kReadbackSlots;
   auto host_buffer = [this](Tensor& buffer, const Shape& shape) -> Tensor& {
@@ -196,7 +203,6 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   };
   be_.download_async(*outputs.poses, host_buffer(slot.poses, outputs.poses->shape()));
   if (outputs.raw) be_.download_async(*outputs.raw, host_buffer(slot.raw, outputs.raw->shape()));
-  step.dense = outputs.raw != nullptr;
   step.done = be_.fence();
   in_flight_.push_back(std::move(step));
 }
