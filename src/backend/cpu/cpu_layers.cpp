@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/vector_math.h"
 
 #include <cmath>
 #include <cstring>
@@ -26,17 +27,22 @@ int64_t rows_of(const Tensor& t, int64_t cols) {
   return t.numel() / cols;
 }
 
-inline float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
-
+// y[r, c] = act(y[r, c] + bias[c]); one loop per activation so that each
+// vectorises (gelu_vectorizable: vector_math.h).
 void apply_bias_activation(float* y, int64_t rows, int64_t cols, const float* bias, Activation act) {
 #pragma omp parallel for schedule(static) if (parallel_worth(rows * cols))
   for (int64_t r = 0; r < rows; ++r) {
     float* row = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      float v = row[c] + (bias ? bias[c] : 0.0f);
-      if (act == Activation::Gelu) v = gelu(v);
-      else if (act == Activation::Relu) v = v > 0.0f ? v : 0.0f;
-      row[c] = v;
+    if (bias) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+    }
+    if (act == Activation::Gelu) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) row[c] = gelu_vectorizable(row[c]);
+    } else if (act == Activation::Relu) {
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) row[c] = row[c] > 0.0f ? row[c] : 0.0f;
     }
   }
 }
