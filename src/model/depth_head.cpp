@@ -1,8 +1,11 @@
 #include "model/depth_head.h"
 
+#include "core/profiler.h"
 #include "model/position_embedding.h"
 
 #include <fmt/format.h>
+
+#include <optional>
 
 namespace lingbot {
 
@@ -69,7 +72,9 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   const auto& oc = config_.depth_head.out_channels;
   const DType f32 = DType::F32;
 
+  const auto sync = [this] { be_.synchronize(); };
   // Feature pyramid: 4x, 2x, 1x and 1/2x of the patch grid, F channels each.
+  std::optional<ProfileScope> stage(std::in_place, "dpt.pyramid", sync);
   std::array<Tensor*, 4> pyramid{};
   for (int i = 0; i < 4; ++i) {
     Tensor& rows = ws.get("dpt.rows", {S * np, C}, f32);
@@ -101,6 +106,8 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   }
 
   // Coarse-to-fine fusion; each step ends at the next finer level's size.
+  stage.reset();
+  stage.emplace("dpt.fusion", sync);
   auto hw = [](const Tensor* t) { return std::make_pair(static_cast<int>(t->dim(2)), static_cast<int>(t->dim(3))); };
   auto [h3, w3] = hw(pyramid[2]);
   auto [h2, w2] = hw(pyramid[1]);
@@ -115,6 +122,8 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   fuse(ws, 1, f2, pyramid[0], 2 * h1, 2 * w1, f1);
 
   // Output convolutions at full resolution.
+  stage.reset();
+  stage.emplace("dpt.output", sync);
   Tensor& head1 = ws.get("dpt.head1", {S, F / 2, 2 * h1, 2 * w1}, f32);
   be_.conv2d(f1, w_.get(kP + ".scratch.output_conv1.weight"), &w_.get(kP + ".scratch.output_conv1.bias"), 1, 1, head1);
   Tensor& full = ws.get("dpt.full", {S, F / 2, H, W}, f32);

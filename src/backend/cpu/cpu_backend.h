@@ -5,6 +5,8 @@
 
 #include "backend/backend.h"
 
+#include <vector>
+
 namespace lingbot::cpu {
 
 class CpuBackend final : public Backend {
@@ -53,6 +55,9 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+  // conv2d's im2col buffer, kept from call to call: allocating and zeroing
+  // up to 64 MB per convolution was a serial step in every DPT convolution.
+  std::vector<float> columns_;
 };
 
 }  // namespace lingbot::cpu

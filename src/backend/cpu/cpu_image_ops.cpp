@@ -84,7 +84,9 @@ void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int s
   const bool pointwise = k == 1 && stride == 1 && pad == 0;
   // Output rows per chunk so that the column buffer stays bounded.
   const int64_t rows_per_chunk = std::max<int64_t>(1, std::min(o.h, kMaxColumnFloats / std::max<int64_t>(1, ckk * o.w)));
-  std::vector<float> col(pointwise ? 0 : static_cast<size_t>(ckk * rows_per_chunk * o.w));
+  const size_t col_floats = pointwise ? 0 : static_cast<size_t>(ckk * rows_per_chunk * o.w);
+  if (columns_.size() < col_floats) columns_.resize(col_floats);  // im2col writes every element it uses
+  float* const col = columns_.data();
 
   for (int64_t n = 0; n < in.n; ++n) {
     const float* xin = src + n * in.c * in.h * in.w;
@@ -100,7 +102,7 @@ void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int s
 #pragma omp parallel for schedule(static) if (parallel_worth(ckk * cols))
       for (int64_t ck = 0; ck < ckk; ++ck) {
         const int64_t c = ck / (k * k), ky = (ck / k) % k, kx = ck % k;
-        float* crow = col.data() + ck * cols;
+        float* crow = col + ck * cols;
         for (int64_t oy = 0; oy < rows; ++oy) {
           const int64_t iy = (r0 + oy) * stride - pad + ky;
           float* cdst = crow + oy * o.w;
@@ -115,7 +117,7 @@ void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int s
           }
         }
       }
-      gemm_ab(o.c, cols, ckk, wt, ckk, col.data(), cols, yout + r0 * o.w, o.h * o.w);
+      gemm_ab(o.c, cols, ckk, wt, ckk, col, cols, yout + r0 * o.w, o.h * o.w);
     }
   }
   if (b) {
