@@ -199,4 +199,14 @@ void PagePlanner::check_invariants() const {
            special_tokens_, page_size_);
 }
 
+void PagePlanner::report(CacheStats& s) const {
+  s.page_size = page_size_;
+  s.pages_pool = pool_.pool_pages();
+  s.pages_in_use = pool_.used_pages();
+  s.pages_free = pool_.free_pages();
+  s.frame_pages = static_cast<int64_t>(frame_pages_.size());
+  s.special_pages = static_cast<int64_t>(special_pages_.size());
+  s.special_stream_tokens = special_tokens_;
+}
+
 }  // namespace lingbot::kv

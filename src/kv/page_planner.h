@@ -107,6 +107,9 @@ class PagePlanner {
   const std::deque<FramePage>& frame_pages() const { return frame_pages_; }  // list order
   const std::vector<int32_t>& special_pages() const { return special_pages_; }
   int64_t special_tokens() const { return special_tokens_; }
+  // Writes the page figures of `stats` (page size, pool, pages in use and
+  // free, frame and special pages, special stream tokens).
+  void report(CacheStats& stats) const;
 
   // Throws lingbot::Error if the bookkeeping is inconsistent: every page id is
   // exactly one of {frame page, special page, temporary page, free}; frame

@@ -57,4 +57,14 @@ int64_t WindowPolicy::visible_tokens() const {
   return retained_tokens() + static_cast<int64_t>(frames_.size()) * tokens_per_frame_;
 }
 
+void WindowPolicy::report(CacheStats& s) const {
+  s.frames_stored = frames_stored();
+  s.frames_listed = static_cast<int64_t>(frames_.size());
+  s.scale_frames = pinned_frames();
+  s.window_frames = s.frames_listed - s.scale_frames;
+  s.frames_evicted = frames_evicted();
+  s.special_tokens_retained = retained_tokens();
+  s.visible_tokens = visible_tokens();
+}
+
 }  // namespace lingbot::kv

@@ -56,6 +56,10 @@ class WindowPolicy {
   int64_t frames_stored() const { return next_frame_; }
   int64_t frames_evicted() const { return evicted_total_; }
   int64_t visible_tokens() const;
+  // Writes the frame-list figures of `stats` (frames stored, listed, pinned,
+  // in the window, evicted; retained and visible tokens), as every store
+  // reports them.
+  void report(CacheStats& stats) const;
 
  private:
   CacheConfig config_;

@@ -197,13 +197,7 @@ kv::CacheStats DenseKvCache::stats() const {
   s.layout = kv::Layout::Dense;
   s.num_blocks = num_blocks();
   s.frames_seen = steps_.frames_seen();
-  s.frames_stored = window_.frames_stored();
-  s.frames_listed = static_cast<int64_t>(window_.frames().size());
-  s.scale_frames = window_.pinned_frames();
-  s.window_frames = s.frames_listed - s.scale_frames;
-  s.frames_evicted = window_.frames_evicted();
-  s.special_tokens_retained = window_.retained_tokens();
-  s.visible_tokens = window_.visible_tokens();
+  window_.report(s);
   const int64_t token_bytes = 2 * layout_.row_floats() * static_cast<int64_t>(sizeof(float));
   s.bytes_in_use = s.visible_tokens * token_bytes * num_blocks();
   s.bytes_reserved = bytes_reserved_;

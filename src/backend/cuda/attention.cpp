@@ -16,6 +16,22 @@
 
 namespace lingbot::cuda {
 
+namespace attn {
+
+int resident_ctas_per_sm(OccupancyCache& cache, const void* kernel, int threads, size_t dynamic_smem_bytes) {
+  int device = 0;
+  LB_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cache.device) {
+    int n = 0;
+    LB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, dynamic_smem_bytes));
+    cache.ctas = n > 0 ? n : 1;
+    cache.device = device;
+  }
+  return cache.ctas;
+}
+
+}  // namespace attn
+
 using attn::AttentionArgs;
 using attn::DenseKeys;
 using attn::PagedKeys;

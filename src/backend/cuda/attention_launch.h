@@ -75,12 +75,30 @@ template <typename Keys>
 void launch_attention_mma(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
 // Resident CTAs per SM of the Mma kernel (occupancy API), for split choice.
 int attention_mma_ctas_per_sm();
-// The experimental wgmma kernel (attention_wgmma.cu): bf16, head_dim 64,
-// sm_90a; same grid and splits as the Mma kernel.
+// The wgmma kernel (attention_wgmma.cu): bf16, head_dim 64, sm_90a; same
+// grid and splits as the Mma kernel.
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
 int attention_wgmma_ctas_per_sm();
 constexpr int kMmaQueryRows = 128;  // queries per CTA
 constexpr int kMmaKeyTile = 64;     // keys per shared-memory tile
+
+// The grid of both tensor-core kernels: (groups x tiles of kMmaQueryRows
+// queries, heads, key splits).
+template <typename T>
+inline dim3 tensor_core_grid(const AttentionArgs<T>& a) {
+  const int64_t q_tiles = (a.rows + kMmaQueryRows - 1) / kMmaQueryRows;
+  return dim3(static_cast<unsigned>(int64_t{a.groups} * q_tiles), static_cast<unsigned>(a.num_heads),
+              static_cast<unsigned>(a.splits));
+}
+
+// Resident CTAs per SM of `kernel` on the current device (occupancy API,
+// at least 1), asked once per device and kept in `cache`: the query must
+// not run while a graph is being captured.
+struct OccupancyCache {
+  int device = -1;
+  int ctas = 0;
+};
+int resident_ctas_per_sm(OccupancyCache& cache, const void* kernel, int threads, size_t dynamic_smem_bytes);
 
 }  // namespace lingbot::cuda::attn

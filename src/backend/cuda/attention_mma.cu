@@ -346,10 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArg
 
 template <typename Keys>
 void launch_attention_mma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  const int32_t q_tiles = (args.rows + kBr - 1) / kBr;
-  const dim3 grid(static_cast<unsigned>(int64_t{args.groups} * q_tiles), static_cast<unsigned>(args.num_heads),
-                  static_cast<unsigned>(args.splits));
-  attention_mma_kernel<Keys><<<grid, kThreads, 0, stream>>>(args, keys);
+  attention_mma_kernel<Keys><<<tensor_core_grid(args), kThreads, 0, stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
 }
 
@@ -359,18 +356,9 @@ template void launch_attention_mma<PagedKeys<bf16>>(const AttentionArgs<bf16>&, 
                                                     cudaStream_t);
 
 int attention_mma_ctas_per_sm() {
-  int device = 0;
-  LB_CUDA_CHECK(cudaGetDevice(&device));
-  static thread_local int cached_device = -1;
-  static thread_local int cached = 0;
-  if (device != cached_device) {
-    int n = 0;
-    LB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_mma_kernel<PagedKeys<bf16>>,
-                                                                kThreads, 0));
-    cached = n > 0 ? n : 1;
-    cached_device = device;
-  }
-  return cached;
+  static thread_local OccupancyCache cache;
+  return resident_ctas_per_sm(cache, reinterpret_cast<const void*>(attention_mma_kernel<PagedKeys<bf16>>), kThreads,
+                              0);
 }
 
 }  // namespace lingbot::cuda::attn

@@ -353,11 +353,8 @@ void allow_dynamic_smem() {
 
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  const int32_t q_tiles = (args.rows + kBr - 1) / kBr;
-  const dim3 grid(static_cast<unsigned>(int64_t{args.groups} * q_tiles), static_cast<unsigned>(args.num_heads),
-                  static_cast<unsigned>(args.splits));
   allow_dynamic_smem<Keys>();
-  attention_wgmma_kernel<Keys><<<grid, kThreads, kSmemBytes, stream>>>(args, keys);
+  attention_wgmma_kernel<Keys><<<tensor_core_grid(args), kThreads, kSmemBytes, stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
 }
 
@@ -367,19 +364,10 @@ template void launch_attention_wgmma<PagedKeys<bf16>>(const AttentionArgs<bf16>&
                                                       cudaStream_t);
 
 int attention_wgmma_ctas_per_sm() {
-  int device = 0;
-  LB_CUDA_CHECK(cudaGetDevice(&device));
-  static thread_local int cached_device = -1;
-  static thread_local int cached = 0;
-  if (device != cached_device) {  // cached: the occupancy query is not for graph capture
-    int n = 0;
-    allow_dynamic_smem<PagedKeys<bf16>>();
-    LB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_wgmma_kernel<PagedKeys<bf16>>,
-                                                                kThreads, kSmemBytes));
-    cached = n > 0 ? n : 1;
-    cached_device = device;
-  }
-  return cached;
+  static thread_local OccupancyCache cache;
+  allow_dynamic_smem<PagedKeys<bf16>>();  // the query must see the kernel's shared-memory allowance
+  return resident_ctas_per_sm(cache, reinterpret_cast<const void*>(attention_wgmma_kernel<PagedKeys<bf16>>), kThreads,
+                              kSmemBytes);
 }
 
 }  // namespace lingbot::cuda::attn

@@ -258,26 +258,13 @@ std::pair<Tensor, Tensor> CudaKvCache::gather_visible(int block) const {
 }
 
 kv::CacheStats CudaKvCache::stats() const {
-  const kv::WindowPolicy& window = planner_window();
   kv::CacheStats s;
   s.layout = layout_;
   s.num_blocks = num_blocks();
   s.frames_seen = steps_.frames_seen();
-  s.frames_stored = window.frames_stored();
-  s.frames_listed = static_cast<int64_t>(window.frames().size());
-  s.scale_frames = window.pinned_frames();
-  s.window_frames = s.frames_listed - s.scale_frames;
-  s.frames_evicted = window.frames_evicted();
-  s.special_tokens_retained = window.retained_tokens();
-  s.visible_tokens = window.visible_tokens();
+  planner_window().report(s);
   if (layout_ == kv::Layout::Paged) {  // page figures, as the CPU paged store reports them
-    s.page_size = planner_->page_size();
-    s.pages_pool = planner_->pool().pool_pages();
-    s.pages_in_use = planner_->pool().used_pages();
-    s.pages_free = planner_->pool().free_pages();
-    s.frame_pages = static_cast<int64_t>(planner_->frame_pages().size());
-    s.special_pages = static_cast<int64_t>(planner_->special_pages().size());
-    s.special_stream_tokens = planner_->special_tokens();
+    planner_->report(s);
     s.bytes_in_use = s.pages_in_use * page_bytes() * num_blocks();
   } else {
     s.bytes_in_use = s.visible_tokens * 2 * row_bytes() * num_blocks();
