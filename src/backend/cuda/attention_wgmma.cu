@@ -14,10 +14,8 @@
 //   online softmax on S (fp32, exp2), P = bf16(S) in registers
 //   O[64 x 64] += P[64 x 64] V      4 x wgmma m64n64k16, A = P from registers,
 //                                    B = V tile (MN-major: dims contiguous), transposed
-// The accumulator fragment of wgmma m64nNk16 is, per warp, mma.sync's C
-// fragment repeated per 8 columns: d[4j + e] is (row lr + 8 (e / 2), column
-// 8j + 2 lc + e % 2); the A fragment in registers is mma.sync's A fragment.
-// So the softmax code is the mma kernel's with 8 atoms.
+// The fragment layouts (wgmma_ops.cuh) match mma.sync's, so the softmax
+// code is the mma kernel's with 8 atoms.
 //
 // Overlap (FlashAttention-3's intra-warpgroup pipelining): at head_dim 64 the
 // exponentials cost about as much SM time as the matrix products, so they
@@ -28,19 +26,13 @@
 // three stages the tile loaded at iteration t (t + 1) goes into the stage of
 // tile t - 2, which every warp finished with in iteration t - 1.
 //
-// Shared-memory matrix descriptors (PTX ISA, "Matrix Descriptor Format"):
-//   bits 0-13 address >> 4, 16-29 leading byte offset >> 4, 32-45 stride
-//   byte offset >> 4, 62-63 swizzle (1 = 128B).
-//   K tile (K-major, 128B swizzle): stride byte offset 1024 (8 rows of 128 B),
-//     leading byte offset unused (1); k-step kk starts 32 kk bytes into the row.
-//   V tile (MN-major, 128B swizzle): the 64 dims are one swizzle atom wide,
-//     so only the stride between 8-key groups (1024 bytes) is used; both
-//     offsets are set to it. k-step kk (16 keys) starts 2048 kk bytes in.
+// Tile layout and shared-memory descriptors: wgmma_ops.cuh.
 // cp.async writes shared memory through the generic proxy and wgmma reads it
 // through the async proxy: every thread fences (fence.proxy.async) after its
 // copies land and before the barrier that precedes the wgmmas.
 #include "backend/cuda/attention_kernels.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/wgmma_ops.cuh"
 
 #include <cuda_bf16.h>
 
@@ -52,7 +44,7 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kD = 64;
+using wg::kD;
 constexpr int kThreads = 256;  // 2 warpgroups
 constexpr int kBr = kMmaQueryRows;  // 128
 constexpr int kBc = kMmaKeyTile;    // 64
@@ -63,74 +55,8 @@ constexpr int kSmemBytes = 2 * kStages * kTileBytes + 1024;
 static_assert(kBc * kD * 2 % 1024 == 0);  // a tile is whole 1024-byte swizzle atoms
 static_assert(kBr == 128 && kBc == 64 && kThreads * 2 == kBc * 8);
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define LB_WGMMA 1
-#else
-#define LB_WGMMA 0
-#endif
-
 #if LB_WGMMA
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ int tile_offset(int row, int chunk) { return row * kD + ((chunk ^ (row & 7)) << 3); }
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-// Keeps the compiler from moving reads or writes of an accumulator across
-// the asm statements that issue and wait for asynchronous wgmma groups.
-template <int N>
-__device__ __forceinline__ void pin_registers(float (&r)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N, int M>
-__device__ __forceinline__ void pin_registers(uint32_t (&r)[N][M]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i)
-#pragma unroll
-    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
-}
-
-__device__ __forceinline__ uint64_t smem_desc(const void* tile, uint32_t leading, uint32_t stride) {
-  const uint64_t addr = smem_addr(tile);
-  return ((addr >> 4) & 0x3fffu) | (uint64_t{(leading >> 4) & 0x3fffu} << 16) |
-         (uint64_t{(stride >> 4) & 0x3fffu} << 32) | (uint64_t{1} << 62);
-}
-
-// d[32] (+)= a (registers, 16 rows per warp x 16) * B (descriptor, 16 x 64).
-// accumulate = false overwrites d. kTransB: B is MN-major.
-template <int kTransB>
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc,
-                                                bool accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %38, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, %37;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(kTransB), "r"(static_cast<int>(accumulate)));
-}
+using namespace wg;
 #endif
 
 template <typename Keys>
@@ -207,8 +133,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
   auto issue_pv = [&](int stage) {  // O += P V_stage, asynchronous
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t desc = smem_desc(reinterpret_cast<const char*>(v_tile(stage)) + 2048 * kk, 1024, 1024);
-      wgmma_m64n64k16<1>(o, pa[kk], desc, true);
+      wgmma_m64n64k16<1>(o, pa[kk], v_desc(v_tile(stage), kk), true);
     }
     wgmma_commit();
   };
@@ -235,8 +160,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t desc = smem_desc(reinterpret_cast<const char*>(k_tile(stage)) + 32 * kk, 16, 1024);
-      wgmma_m64n64k16<0>(s, qf[kk], desc, true);
+      wgmma_m64n64k16<0>(s, qf[kk], k_desc(k_tile(stage), kk), true);
     }
     wgmma_commit();
     if (t > 0) {
