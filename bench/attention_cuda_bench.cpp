@@ -62,9 +62,15 @@ Tensor device_random(const Shape& shape, DType dtype, uint32_t seed) {
   return dev;
 }
 
-// Benchmark argument -> kernel: 0 mma, 1 warp, 2 wgmma (Hopper).
+// Benchmark argument -> kernel: 0 mma, 1 warp, 2 wgmma, 3 wgmma-ws (the
+// last two on Hopper only).
 AttentionKernel kernel_of(int64_t arg) {
-  return arg == 0 ? AttentionKernel::Mma : arg == 1 ? AttentionKernel::Warp : AttentionKernel::Wgmma;
+  constexpr AttentionKernel kByArg[] = {AttentionKernel::Mma, AttentionKernel::Warp, AttentionKernel::Wgmma,
+                                        AttentionKernel::WgmmaWs};
+  return kByArg[arg];
+}
+bool hopper_only(AttentionKernel kernel) {
+  return kernel == AttentionKernel::Wgmma || kernel == AttentionKernel::WgmmaWs;
 }
 
 bool hopper() {
@@ -133,8 +139,8 @@ kv::TokenLayout aggregator_tokens() {
 void BM_PagedFullWindow(benchmark::State& state) {
   const AttentionKernel kernel = kernel_of(state.range(0));
   const int splits = static_cast<int>(state.range(1));
-  if (kernel == AttentionKernel::Wgmma && !hopper()) {
-    state.SkipWithError("the wgmma kernel needs a Hopper GPU");
+  if (hopper_only(kernel) && !hopper()) {
+    state.SkipWithError("the wgmma kernels need a Hopper GPU");
     return;
   }
   FilledCache filled(kv::Layout::Paged, 100, aggregator_tokens(), DType::BF16);
@@ -163,6 +169,8 @@ BENCHMARK(BM_PagedFullWindow)
     ->Args({2, 0})
     ->Args({2, 1})
     ->Args({2, 4})
+    ->Args({3, 0})
+    ->Args({3, 2})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5);
@@ -170,9 +178,10 @@ BENCHMARK(BM_PagedFullWindow)
 void BM_Dense(benchmark::State& state) {
   const int groups = static_cast<int>(state.range(0));
   const int n = static_cast<int>(state.range(1));
-  const AttentionKernel kernel = state.range(2) == 2 ? AttentionKernel::Wgmma : AttentionKernel::Auto;
-  if (kernel == AttentionKernel::Wgmma && !hopper()) {
-    state.SkipWithError("the wgmma kernel needs a Hopper GPU");
+  // kernel argument: 0 Auto, else as kernel_of.
+  const AttentionKernel kernel = state.range(2) == 0 ? AttentionKernel::Auto : kernel_of(state.range(2));
+  if (hopper_only(kernel) && !hopper()) {
+    state.SkipWithError("the wgmma kernels need a Hopper GPU");
     return;
   }
   const Shape shape{int64_t{groups} * n, kHeads * kHeadDim};
@@ -188,6 +197,8 @@ BENCHMARK(BM_Dense)
     ->Args({8, 978, 0})
     ->Args({1, 7824, 0})
     ->Args({1, 7824, 2})
+    ->Args({1, 7824, 3})
+    ->Args({8, 978, 3})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5);

@@ -56,10 +56,10 @@ Tensor reference_rows(const DenseCase& c, const Tensor& q, const Tensor& k, cons
   return out;
 }
 
-// wgmma_only: the experimental wgmma kernel (and the naive twin it is checked
-// against) instead of the established kernels, in tests of its own so that a
-// fault there cannot hide the others' results (each test is its own process).
-void run_case(const DenseCase& c, std::mt19937& rng, bool wgmma_only = false) {
+// only: a Hopper kernel (and the naive twin it is checked against) instead
+// of the portable kernels, in tests of its own so that a fault there cannot
+// hide the others' results (each test is its own process). Auto: none.
+void run_case(const DenseCase& c, std::mt19937& rng, AttentionKernel only = AttentionKernel::Auto) {
   SCOPED_TRACE(describe(c));
   const int64_t total = int64_t{c.groups} * c.n;
   const Shape shape{total, int64_t{c.heads} * c.head_dim};
@@ -74,7 +74,7 @@ void run_case(const DenseCase& c, std::mt19937& rng, bool wgmma_only = false) {
 
   std::vector<AttentionKernel> kernels = {AttentionKernel::Naive, AttentionKernel::Warp, AttentionKernel::Auto};
   if (c.dtype == DType::BF16 && c.head_dim == 64) kernels.push_back(AttentionKernel::Mma);
-  if (wgmma_only) kernels = {AttentionKernel::Naive, AttentionKernel::Wgmma};
+  if (only != AttentionKernel::Auto) kernels = {AttentionKernel::Naive, only};
   Tensor naive;
   for (AttentionKernel kernel : kernels) {
     Tensor out = ct::device_empty(shape, c.dtype);
@@ -188,7 +188,7 @@ TEST(CudaAttentionDense, RejectsBadArguments) {
   EXPECT_THROW(attention_dense(big, big, big, 1, 1, 512, big_out, nullptr), Error);         // head_dim > 256
 }
 
-// The experimental sm_90a kernel (attention_wgmma.cu), on Hopper only.
+// The sm_90a wgmma v1 kernel (attention_wgmma.cu), on Hopper only.
 TEST(CudaAttentionWgmma, DenseShapes) {
   LB_REQUIRE_GPU();
   if (!ct::hopper()) GTEST_SKIP() << "the wgmma kernel runs on Hopper (sm_90) only";
@@ -196,6 +196,18 @@ TEST(CudaAttentionWgmma, DenseShapes) {
   for (const DenseCase& c : {DenseCase{1, 1, 1, 64, DType::BF16}, DenseCase{3, 37, 2, 64, DType::BF16},
                              DenseCase{2, 129, 2, 64, DType::BF16}, DenseCase{1, 978, 16, 64, DType::BF16},
                              DenseCase{8, 978, 16, 64, DType::BF16}}) {
-    run_case(c, rng, true);
+    run_case(c, rng, AttentionKernel::Wgmma);
+  }
+}
+
+// The warp-specialised sm_90a kernel (attention_wgmma_ws.cu), on Hopper only.
+TEST(CudaAttentionWgmmaWs, DenseShapes) {
+  LB_REQUIRE_GPU();
+  if (!ct::hopper()) GTEST_SKIP() << "the wgmma-ws kernel runs on Hopper (sm_90) only";
+  std::mt19937 rng(405);
+  for (const DenseCase& c : {DenseCase{1, 1, 1, 64, DType::BF16}, DenseCase{3, 37, 2, 64, DType::BF16},
+                             DenseCase{2, 129, 2, 64, DType::BF16}, DenseCase{1, 978, 16, 64, DType::BF16},
+                             DenseCase{8, 978, 16, 64, DType::BF16}}) {
+    run_case(c, rng, AttentionKernel::WgmmaWs);
   }
 }

@@ -130,15 +130,15 @@ struct Variant {
   int splits;
 };
 
-// The experimental wgmma kernel runs in tests of its own (CudaAttentionWgmma),
-// so that a fault there cannot hide the other kernels' results.
-bool g_wgmma_only = false;
+// The Hopper kernels run in tests of their own (CudaAttentionWgmma,
+// CudaAttentionWgmmaWs), so that a fault there cannot hide the other
+// kernels' results. Auto: the portable kernels.
+AttentionKernel g_only = AttentionKernel::Auto;
 
 std::vector<Variant> variants_for(DType dtype, int head_dim) {
-  if (g_wgmma_only) {
+  if (g_only != AttentionKernel::Auto) {
     if (dtype != DType::BF16 || head_dim != 64) return {};
-    return {{AttentionKernel::Wgmma, 0}, {AttentionKernel::Wgmma, 1}, {AttentionKernel::Wgmma, 3},
-            {AttentionKernel::Wgmma, 64}};
+    return {{g_only, 0}, {g_only, 1}, {g_only, 3}, {g_only, 64}};
   }
   std::vector<Variant> v = {{AttentionKernel::Warp, 0}, {AttentionKernel::Warp, 1}, {AttentionKernel::Warp, 3},
                             {AttentionKernel::Auto, 0}};
@@ -302,12 +302,12 @@ TEST(CudaAttentionPaged, SplitChoiceFillsTheGpu) {
   ::testing::Test::RecordProperty("splits_978x16", splits);
 }
 
-// The experimental sm_90a kernel (attention_wgmma.cu), on Hopper only: the
+// The sm_90a wgmma v1 kernel (attention_wgmma.cu), on Hopper only: the
 // full window, odd pages, and needles.
 TEST(CudaAttentionWgmma, PagedShapes) {
   LB_REQUIRE_GPU();
   if (!ct::hopper()) GTEST_SKIP() << "the wgmma kernel runs on Hopper (sm_90) only";
-  g_wgmma_only = true;
+  g_only = AttentionKernel::Wgmma;
   std::mt19937 rng(15);
   auto full = make_fixture(76, 972, 16, 64, 1, DType::BF16, random_pages(76, 73, rng), 600, rng);
   check_all(*full, 0, 978, 16, rng, "wgmma full window 978 x 70584");
@@ -316,5 +316,22 @@ TEST(CudaAttentionWgmma, PagedShapes) {
   auto one = make_fixture(3, 1, 2, 64, 2, DType::BF16, random_pages(3, 1, rng), 1, rng);
   check_all(*one, 1, 5, 48, rng, "wgmma one key");
   check_needles(rng);
-  g_wgmma_only = false;
+  g_only = AttentionKernel::Auto;
+}
+
+// The warp-specialised sm_90a kernel (attention_wgmma_ws.cu), on Hopper only: the
+// full window, odd pages, and needles.
+TEST(CudaAttentionWgmmaWs, PagedShapes) {
+  LB_REQUIRE_GPU();
+  if (!ct::hopper()) GTEST_SKIP() << "the wgmma-ws kernel runs on Hopper (sm_90) only";
+  g_only = AttentionKernel::WgmmaWs;
+  std::mt19937 rng(16);
+  auto full = make_fixture(76, 972, 16, 64, 1, DType::BF16, random_pages(76, 73, rng), 600, rng);
+  check_all(*full, 0, 978, 16, rng, "wgmma-ws full window 978 x 70584");
+  auto odd = make_fixture(40, 37, 2, 64, 2, DType::BF16, random_pages(40, 37, rng), 5, rng);
+  check_all(*odd, 1, 129, 48, rng, "wgmma-ws pages of 37");
+  auto one = make_fixture(3, 1, 2, 64, 2, DType::BF16, random_pages(3, 1, rng), 1, rng);
+  check_all(*one, 1, 5, 48, rng, "wgmma-ws one key");
+  check_needles(rng);
+  g_only = AttentionKernel::Auto;
 }

@@ -84,20 +84,28 @@ AttentionKernel resolve(AttentionKernel kernel, DType dtype, int head_dim, bool 
            head_dim, kAttentionMaxHeadDim);
   if (kernel == AttentionKernel::Auto) {
     if (!(mma_applies(dtype, head_dim) && mma_aligned)) return AttentionKernel::Warp;
-    // Hopper: the warpgroup-MMA kernel (measured on the H200, 2026-11-30: 316
-    // TFLOP/s against 228 for Mma on the full-window paged case). The
-    // environment can pin the older kernel: LINGBOT_ATTENTION_KERNEL=mma.
-    static const bool force_mma = [] {
+    // Hopper: the warp-specialised wgmma kernel (attention_versions.md has
+    // the figures of each). The environment can pin another:
+    // LINGBOT_ATTENTION_KERNEL=mma|wgmma|wgmma-ws.
+    static const AttentionKernel pinned = [] {
       const char* env = std::getenv("LINGBOT_ATTENTION_KERNEL");
-      return env != nullptr && std::string(env) == "mma";
+      const std::string name = env != nullptr ? env : "";
+      if (name == "mma") return AttentionKernel::Mma;
+      if (name == "wgmma") return AttentionKernel::Wgmma;
+      if (name == "wgmma-ws") return AttentionKernel::WgmmaWs;
+      LB_CHECK(name.empty(), "LINGBOT_ATTENTION_KERNEL must be mma, wgmma or wgmma-ws, got '{}'", name);
+      return AttentionKernel::Auto;
     }();
-    return device_info().major == 9 && !force_mma ? AttentionKernel::Wgmma : AttentionKernel::Mma;
+    if (device_info().major != 9) return AttentionKernel::Mma;
+    return pinned == AttentionKernel::Auto ? AttentionKernel::WgmmaWs : pinned;
   }
-  if (kernel == AttentionKernel::Wgmma) {
+  if (kernel == AttentionKernel::Wgmma || kernel == AttentionKernel::WgmmaWs) {
     LB_CHECK(dtype == DType::BF16 && head_dim == 64 && device_info().major == 9,
-             "cuda attention: the wgmma kernel needs bfloat16, head_dim 64 and a Hopper GPU (sm_90), got {} with "
-             "head_dim {} on sm_{}x", dtype_name(dtype), head_dim, device_info().major);
-    LB_CHECK(mma_aligned, "cuda attention: the wgmma kernel needs 16-byte aligned k/v and 4-byte aligned q/out");
+             "cuda attention: the {} kernel needs bfloat16, head_dim 64 and a Hopper GPU (sm_90), got {} with "
+             "head_dim {} on sm_{}x", attention_kernel_name(kernel), dtype_name(dtype), head_dim,
+             device_info().major);
+    LB_CHECK(mma_aligned, "cuda attention: the {} kernel needs 16-byte aligned k/v and 4-byte aligned q/out",
+             attention_kernel_name(kernel));
   }
   if (kernel == AttentionKernel::Mma) {
     LB_CHECK(mma_applies(dtype, head_dim),
@@ -141,6 +149,7 @@ const char* attention_kernel_name(AttentionKernel kernel) {
     case AttentionKernel::Warp: return "warp";
     case AttentionKernel::Mma: return "mma";
     case AttentionKernel::Wgmma: return "wgmma";
+    case AttentionKernel::WgmmaWs: return "wgmma-ws";
   }
   return "?";
 }
@@ -199,14 +208,15 @@ void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor&
 int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
   if (nq <= 0 || kernel == AttentionKernel::Naive) return 1;
   const DeviceInfo info = device_info();
-  if (kernel == AttentionKernel::Mma || kernel == AttentionKernel::Wgmma) {
+  if (kernel == AttentionKernel::Mma || kernel == AttentionKernel::Wgmma || kernel == AttentionKernel::WgmmaWs) {
     // Equal CTAs, `slots` of them resident at once. A split adds a combine
     // pass (the partial outputs written and read once), so: no split when a
     // full wave or more runs at >= 85% of the slots; else the fewest splits
     // whose last wave is within 3% of the fullest possible.
     const int64_t ctas = (nq + attn::kMmaQueryRows - 1) / attn::kMmaQueryRows * num_heads;
-    const int per_sm =
-        kernel == AttentionKernel::Mma ? attn::attention_mma_ctas_per_sm() : attn::attention_wgmma_ctas_per_sm();
+    const int per_sm = kernel == AttentionKernel::Mma     ? attn::attention_mma_ctas_per_sm()
+                       : kernel == AttentionKernel::Wgmma ? attn::attention_wgmma_ctas_per_sm()
+                                                          : attn::attention_wgmma_ws_ctas_per_sm();
     const int64_t slots = int64_t{info.sms} * per_sm;
     auto efficiency = [&](int splits) {
       const int64_t total = ctas * splits;

@@ -217,13 +217,16 @@ void launch_attention(AttentionKernel kernel, const AttentionArgs<T>& a, const K
       }
       [[fallthrough]];  // not reached: the host picks Mma for bf16 only
     case AttentionKernel::Wgmma:
+    case AttentionKernel::WgmmaWs:
       if constexpr (std::is_same_v<T, bf16>) {
         if (kernel == AttentionKernel::Wgmma) {
           launch_attention_wgmma(a, keys, stream);
-          break;
+        } else {
+          launch_attention_wgmma_ws(a, keys, stream);
         }
+        break;
       }
-      [[fallthrough]];  // not reached: the host picks Wgmma for bf16 only
+      [[fallthrough]];  // not reached: the host picks them for bf16 only
     case AttentionKernel::Warp:
     case AttentionKernel::Auto:
       attention_warp_kernel<T, Keys>

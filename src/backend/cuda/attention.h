@@ -21,9 +21,14 @@
 //          many keys: split over keys).
 //   Naive: one thread per (query, head), two passes, fp64 accumulation,
 //          head_dim <= 256. The obviously-right twin tests compare against.
-//   Wgmma: experimental, sm_90a: Mma's tiling on Hopper's warpgroup MMA
-//          (attention_wgmma.cu). Only when asked for by name.
-//   Auto:  Mma where it applies, else Warp.
+//   Wgmma: sm_90a: Mma's tiling on Hopper's warpgroup MMA, softmax
+//          overlapped with the previous tile's PV (attention_wgmma.cu).
+//   WgmmaWs: sm_90a, warp-specialised (FlashAttention-3's structure): a
+//          producer warpgroup streams 128-key tiles through an mbarrier
+//          ring, two consumer warpgroups take turns on the tensor cores
+//          (attention_wgmma_ws.cu).
+//   Auto:  on Hopper WgmmaWs, elsewhere Mma, where they apply; else Warp.
+//          LINGBOT_ATTENTION_KERNEL=mma|wgmma|wgmma-ws pins the choice.
 //
 // Layouts (row-major, contiguous, on the device):
 //   attention_dense: q, k, v, out [groups * n][num_heads * head_dim]; group g
@@ -54,8 +59,8 @@ const char* attention_kernel_name(AttentionKernel kernel);
 void attention_dense(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
                      Tensor& out, cudaStream_t stream);
 // The same with a chosen kernel (tests, benchmarks). Throws lingbot::Error if
-// `kernel` cannot run these shapes (Mma: bf16 and head_dim 64 only; Wgmma:
-// the same on sm_90 only).
+// `kernel` cannot run these shapes (Mma: bf16 and head_dim 64 only; Wgmma,
+// WgmmaWs: the same on sm_90 only).
 void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v, int groups,
                           int num_heads, int head_dim, Tensor& out, cudaStream_t stream);
 

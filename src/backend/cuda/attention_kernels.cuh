@@ -22,6 +22,7 @@ template <typename T>
 struct DenseView {
   struct Cursor {
     int32_t key;
+    __device__ int32_t slot_in_span() const { return 0; }
   };
   const T* k0;  // group's first key row, head offset applied
   const T* v0;
@@ -36,6 +37,16 @@ struct DenseView {
   __device__ const T* v_row(int32_t key) const { return v0 + key * stride; }
   __device__ const T* k_row_simple(int32_t key) const { return k_row(key); }
   __device__ const T* v_row_simple(int32_t key) const { return v_row(key); }
+  // Span: the keys c + delta for 0 <= delta < span_keys(), addressed
+  // without walking a cursor (see PagedView).
+  struct Span {
+    const T* k;
+    const T* v;
+  };
+  __device__ int32_t span_keys() const { return 1 << 30; }
+  __device__ Span span_from(Cursor c, bool /*next_page*/) const { return {k_at(c), v_at(c)}; }
+  __device__ const T* k_in(const Span& sp, int32_t delta) const { return sp.k + delta * stride; }
+  __device__ const T* v_in(const Span& sp, int32_t delta) const { return sp.v + delta * stride; }
 };
 
 template <typename T>
@@ -49,6 +60,7 @@ struct PagedView {
   struct Cursor {
     int32_t page;  // index into the visible page list
     int32_t slot;
+    __device__ int32_t slot_in_span() const { return slot; }
   };
   char* const* pages;
   int64_t offset;  // block * block_stride + head * head_dim * sizeof(T)
@@ -82,6 +94,29 @@ struct PagedView {
   }
   __device__ const T* v_row_simple(int32_t key) const {
     return reinterpret_cast<const T*>(pages[key / page_size] + offset + v_offset + (key % page_size) * row_bytes);
+  }
+  // Span: the keys c + delta for 0 <= delta < span_keys() lie in c's page or
+  // the next, so two page-table reads per span address them all (a
+  // producer addressing a whole tile this way does two reads, not one per
+  // row). next_page: whether any of them is in the next page (only then is
+  // it read: it may be past the visible list).
+  struct Span {
+    const char* base0;
+    const char* base1;
+    int32_t slot0;
+  };
+  __device__ int32_t span_keys() const { return page_size; }
+  __device__ Span span_from(Cursor c, bool next_page) const {
+    const char* b0 = pages[c.page] + offset;
+    return {b0, next_page ? pages[c.page + 1] + offset : b0, c.slot};
+  }
+  __device__ const T* k_in(const Span& sp, int32_t delta) const {
+    const int32_t slot = sp.slot0 + delta;
+    const bool next = slot >= page_size;
+    return reinterpret_cast<const T*>((next ? sp.base1 : sp.base0) + (next ? slot - page_size : slot) * row_bytes);
+  }
+  __device__ const T* v_in(const Span& sp, int32_t delta) const {
+    return reinterpret_cast<const T*>(reinterpret_cast<const char*>(k_in(sp, delta)) + v_offset);
   }
 };
 

@@ -64,7 +64,7 @@ struct PagedKeys {
   int32_t head_dim = 0;
 };
 
-// Runs `kernel` (Naive, Warp or Mma; Mma only for bf16) and, when
+// Runs `kernel` (Naive, Warp, Mma, Wgmma or WgmmaWs; the last three only for bf16) and, when
 // args.splits > 1, the combine kernel. Defined in attention.cu for
 // T = float, __nv_bfloat16 and both sources.
 template <typename T, typename Keys>
@@ -80,6 +80,11 @@ int attention_mma_ctas_per_sm();
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
 int attention_wgmma_ctas_per_sm();
+// The warp-specialised wgmma kernel (attention_wgmma_ws.cu): the same
+// contract, grid (kMmaQueryRows queries per CTA) and splits; 128-key tiles.
+template <typename Keys>
+void launch_attention_wgmma_ws(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
+int attention_wgmma_ws_ctas_per_sm();
 constexpr int kMmaQueryRows = 128;  // queries per CTA
 constexpr int kMmaKeyTile = 64;     // keys per shared-memory tile
 

@@ -6,8 +6,8 @@
 
 namespace lingbot::cuda {
 
-// Wgmma: experimental (sm_90a only), chosen explicitly, never by Auto.
-enum class AttentionKernel : uint8_t { Auto, Naive, Warp, Mma, Wgmma };
+// Wgmma and WgmmaWs run on sm_90a only (attention.h says which Auto picks).
+enum class AttentionKernel : uint8_t { Auto, Naive, Warp, Mma, Wgmma, WgmmaWs };
 
 // The naive and warp kernels keep head vectors in fixed arrays of this size.
 constexpr int kAttentionMaxHeadDim = 256;

@@ -1,0 +1,382 @@
+// The warp-specialised attention kernel on Hopper (sm_90a): wgmma v2 in
+// attention_versions.md, FlashAttention-3's structure. bf16, head_dim 64;
+// same contract, grid (128 query rows per CTA) and key splits as the other
+// tensor-core kernels (attention_launch.h).
+//
+// Why a new structure: in wgmma v1 (attention_wgmma.cu) every warp loads,
+// waits at a CTA-wide barrier, multiplies and exponentiates, so the tensor
+// cores, the exponential unit and the issue slots take turns instead of
+// overlapping (counted in attention_versions.md). Here the roles are split:
+//
+//   warpgroup 0, the producer: copies K/V tiles of 192 keys into a ring of
+//     kStages shared-memory stages with cp.async and tells the consumers a
+//     stage is full through an mbarrier (cp.async.mbarrier.arrive: the
+//     producer never waits for its own copies). It gives most of its
+//     registers back (setmaxnreg) to the consumers.
+//   warpgroups 1 and 2, the consumers: 64 query rows each. Per tile t:
+//       wait until stage t is full
+//       [turn] issue S_t = Q K_t^T and O += P_{t-1} V_{t-1}  [pass the turn]
+//       wait for S_t; online softmax of S_t while P_{t-1} V_{t-1} runs
+//       wait for it; release stage t - 1 to the producer; rescale O, pack P_t
+//     The turn is a pair of named barriers (ping-pong): the two consumers
+//     issue their matrix products alternately, so one's softmax runs while
+//     the other's products occupy the tensor cores.
+//
+// One CTA per SM (3 x 128 threads, 4 stages of 48 KiB). One frame's queries
+// (978 rows x 16 heads = 128 CTAs) fill 128 of the H200's 132 SMs in one
+// wave without key splits.
+//
+// Memory ordering: cp.async writes shared memory through the generic proxy
+// and wgmma reads it through the async proxy, so each consumer thread
+// fences (fence.proxy.async) after the mbarrier wait that made the copies
+// visible to it and before its wgmmas. A stage is refilled only after all
+// 8 consumer warps have arrived on its "empty" mbarrier, which they do after
+// waiting for the wgmma group that read it.
+#include "backend/cuda/attention_kernels.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/wgmma_ops.cuh"
+
+#include <cuda_bf16.h>
+
+#include <type_traits>
+
+namespace lingbot::cuda::attn {
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using wg::kD;
+
+constexpr int kThreads = 384;  // 3 warpgroups: producer, consumer 0, consumer 1
+constexpr int kConsumerThreads = 256;
+constexpr int kBr = kMmaQueryRows;  // 128 = 2 consumers x 64 rows
+constexpr int kStages = 4;
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 65,536
+// Barriers first (2 per stage), then the tiles from the next 1024-byte
+// boundary of the shared address space (the swizzle works on absolute
+// address bits): at most 1024 bytes of slack.
+constexpr int kBarrierBytes = 2 * kStages * 8;
+// Producer: 128 threads, thread = (chunk tid % 8, row tid / 8 + 16 i).
+constexpr int kRowsPerPass = 16;
+// Keys per tile: 192 (measured on the H200 against 128: 736 against 780 us
+// for the full window, attention_versions.md). Larger tiles spread the
+// per-tile costs (barriers, row maxima, the rescale of O) over more keys;
+// 256 would not fit the registers (S alone is kKeyTile / 2 per thread).
+constexpr int kKeyTile = 192;
+__host__ __device__ constexpr int smem_bytes(int key_tile) { return kBarrierBytes + 1024 + 2 * kStages * key_tile * kD * 2; }
+// Named barriers of the ping-pong: consumer c waits on kTurnBarrier + c.
+[[maybe_unused]] constexpr int kTurnBarrier = 1;
+static_assert(kBr == 128 && kRowsPerPass * 8 == 128);
+static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536);
+
+#if LB_WGMMA
+using namespace wg;
+#endif
+
+template <typename Keys, int kBc>
+__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(AttentionArgs<bf16> a, Keys keys) {
+#if LB_WGMMA
+  constexpr int kTileElems = kBc * kD;
+  constexpr int kTileBytes = kTileElems * 2;
+  constexpr int kPasses = kBc / kRowsPerPass;
+  static_assert(kTileBytes % 1024 == 0 && kBc % kRowsPerPass == 0 && smem_bytes(kBc) <= 227 * 1024);
+  constexpr int kAtoms = kBc / 8;    // 8-column atoms of S per thread row
+  constexpr int kKSteps = kBc / 16;  // k-steps of O += P V
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);  // [kStages]: tile landed
+  uint64_t* empty = full + kStages;                        // [kStages]: tile read by every consumer warp
+  const uint32_t tiles_addr = smem_addr(smem_raw + kBarrierBytes);
+  bf16* tiles = reinterpret_cast<bf16*>(smem_raw + kBarrierBytes + (((tiles_addr + 1023u) & ~1023u) - tiles_addr));
+  auto k_tile = [&](int stage) { return tiles + stage * kTileElems; };
+  auto v_tile = [&](int stage) { return tiles + (kStages + stage) * kTileElems; };
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warpgroup = tid / 128;
+
+  const int32_t q_tiles = (a.rows + kBr - 1) / kBr;
+  const int32_t group = static_cast<int32_t>(blockIdx.x) / q_tiles;
+  const int32_t row0 = (static_cast<int32_t>(blockIdx.x) % q_tiles) * kBr;
+  const int32_t head = static_cast<int32_t>(blockIdx.y);
+  const int32_t split = static_cast<int32_t>(blockIdx.z);
+  const int64_t stride = a.row_stride();
+
+  const auto view = make_view(keys, group, head);
+  int32_t kb, ke;
+  split_range(view.num_keys(), a.splits, split, kBc, kb, ke);
+  const int32_t n_tiles = (ke - kb + kBc - 1) / kBc;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 128);          // every producer thread's copies
+      mbarrier_init(&empty[s], kConsumerThreads / 32);  // every consumer warp
+    }
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---- producer ----
+    release_registers<kProducerRegs>();
+    const int chunk = tid & 7;
+    const int first_row = tid >> 3;
+    auto cursor = view.seek(kb + first_row);
+    // This thread's rows of a tile, first_row + 16 i, are keys first_key +
+    // 16 i. When a tile's keys span at most two pages (pages of at least
+    // kBc keys, or dense keys), they are addressed from one Span per tile;
+    // smaller pages walk the cursor row by row.
+    const bool by_span = view.span_keys() >= kBc;
+    for (int32_t t = 0; t < n_tiles; ++t) {
+      const int stage = t % kStages;
+      if (t >= kStages) mbarrier_wait(&empty[stage], static_cast<uint32_t>((t / kStages - 1) & 1));
+      const int32_t first_key = kb + t * kBc + first_row;
+      auto copy_row = [&](int i, const bf16* k_row, const bf16* v_row) {
+        const bool valid = first_key + kRowsPerPass * i < ke;
+        const bf16* zero = static_cast<const bf16*>(a.zero_fill_src);
+        const int off = tile_offset(first_row + kRowsPerPass * i, chunk);
+        cp_async16(k_tile(stage) + off, valid ? k_row + chunk * 8 : zero, valid ? 16 : 0);
+        cp_async16(v_tile(stage) + off, valid ? v_row + chunk * 8 : zero, valid ? 16 : 0);
+      };
+      if (by_span) {
+        if (first_key < ke) {
+          // Keys of the next page among this thread's valid rows?
+          const int32_t to_next_page = view.span_keys() - cursor.slot_in_span();
+          const bool next_page = to_next_page <= kBc - kRowsPerPass && first_key + to_next_page < ke;
+          const auto span = view.span_from(cursor, next_page);
+#pragma unroll
+          for (int i = 0; i < kPasses; ++i) {
+            copy_row(i, view.k_in(span, kRowsPerPass * i), view.v_in(span, kRowsPerPass * i));
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kPasses; ++i) copy_row(i, nullptr, nullptr);  // all zero-filled
+        }
+        view.advance(cursor, kBc);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kPasses; ++i) {
+          const bool valid = first_key + kRowsPerPass * i < ke;
+          copy_row(i, valid ? view.k_at(cursor) : nullptr, valid ? view.v_at(cursor) : nullptr);
+          view.advance(cursor, kRowsPerPass);
+        }
+      }
+      cp_async_arrive(&full[stage]);
+    }
+    cp_async_wait0();  // leave no copy in flight behind an exited thread
+    return;
+  }
+
+  // ---- consumers ----
+  claim_registers<kConsumerRegs>();
+  const int consumer = warpgroup - 1;
+  const int cwarp = (tid - 128) >> 5;  // 0..7: rows 16 cwarp .. 16 cwarp + 15 of the CTA's 128
+  const int lane = tid & 31;
+  const int lr = lane >> 2;
+  const int lc = lane & 3;
+
+  uint32_t qf[4][4];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const int32_t r = row0 + cwarp * 16 + lr + 8 * rh;
+    const bf16* qrow = a.q + (int64_t{group} * a.rows + r) * stride + int64_t{head} * kD;
+    const bool valid = r < a.rows;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      qf[kk][rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 2 * lc) : 0u;
+      qf[kk][2 + rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 8 + 2 * lc) : 0u;
+    }
+  }
+
+  float o[32];
+#pragma unroll
+  for (int e = 0; e < 32; ++e) o[e] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // rows lr, lr + 8; exp2 domain
+  float l[2] = {0.f, 0.f};
+  uint32_t pa[kKSteps][4];  // P of the previous tile: A fragments of O += P V, k-steps of 16 keys
+
+  // Descriptors of stage 0's tiles; stage s, k-step kk lie s * kTileBytes
+  // plus 32 kk (K: 16 dims further along the rows) or 2048 kk (V: 16 keys
+  // further down) bytes on.
+  const DescBase k_base = DescBase::of(k_desc(k_tile(0), 0));
+  const DescBase v_base = DescBase::of(v_desc(v_tile(0), 0));
+  auto issue_pv = [&](int stage) {
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      wgmma_m64n64k16<1>(o, pa[kk], v_base.at(stage * kTileBytes + 2048 * kk), true);
+    }
+    wgmma_commit();
+  };
+  auto release_stage = [&](int stage) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[stage]);
+  };
+  const int my_turn = kTurnBarrier + consumer;
+  const int their_turn = kTurnBarrier + 1 - consumer;
+  if (consumer == 1 && n_tiles > 0) named_barrier_arrive(kTurnBarrier, kConsumerThreads);  // consumer 0 starts
+
+  // One tile; kFirst: there is no previous P V to issue. (Peeled rather than
+  // branched on: a wgmma under a run-time condition makes ptxas serialise
+  // every wgmma of the kernel.)
+  auto step = [&](int32_t t, auto first) {
+    constexpr bool kFirst = decltype(first)::value;
+    const int stage = t % kStages;
+    const int32_t tile_start = kb + t * kBc;
+    mbarrier_wait(&full[stage], static_cast<uint32_t>((t / kStages) & 1));
+    fence_proxy_async();
+
+    float s[kBc / 2];  // the first k-step overwrites it (scale-d = 0)
+    pin_registers(o);
+    pin_registers(pa);
+    named_barrier_sync(my_turn, kConsumerThreads);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_qk<kBc>(s, qf[kk], k_base.at(stage * kTileBytes + 32 * kk), kk > 0);
+    wgmma_commit();
+    if constexpr (!kFirst) issue_pv((t - 1) % kStages);
+    // Consumer 1 passes the turn after every tile but its last (consumer 0
+    // has no tile left to wait for then); consumer 0 after every tile.
+    if (consumer == 0 || t + 1 < n_tiles) named_barrier_arrive(their_turn, kConsumerThreads);
+    if constexpr (kFirst) {
+      wgmma_wait<0>();
+    } else {
+      wgmma_wait<1>();  // S is ready; the P V group may still run
+    }
+    pin_registers(s);
+
+    // Online softmax; touches neither O nor P, which the tensor cores may
+    // still be reading. Row rh: elements e with (e / 2) % 2 == rh. Maxima
+    // and sums in four independent chains (one warp per scheduler runs its
+    // softmax at a time, so latency shows).
+    float alpha[2];
+    auto softmax = [&](auto partial) {
+      constexpr bool kPartial = decltype(partial)::value;
+      if constexpr (kPartial) {
+#pragma unroll
+        for (int e = 0; e < kBc / 2; ++e) {
+          const int key = tile_start + 8 * (e >> 2) + 2 * lc + (e & 1);
+          if (key >= ke) s[e] = -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < kAtoms; ++j) mx4[j & 3] = fmaxf(mx4[j & 3], fmaxf(s[4 * j + 2 * rh], s[4 * j + 2 * rh + 1]));
+        float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[rh], mx * a.scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[rh] = fast_exp2(m[rh] - m_use);
+        float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < kAtoms; ++j) {
+#pragma unroll
+          for (int e = 4 * j + 2 * rh; e < 4 * j + 2 * rh + 2; ++e) {
+            const float p = fast_exp2(fmaf(s[e], a.scale_log2, -m_use));
+            s[e] = p;
+            sum4[j & 3] += p;
+          }
+        }
+        l[rh] = l[rh] * alpha[rh] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+        m[rh] = m_new;
+      }
+    };
+    if (tile_start + kBc > ke) {
+      softmax(std::true_type{});
+    } else {
+      softmax(std::false_type{});
+    }
+
+    wgmma_wait<0>();  // O and the previous P are free again; so is stage t - 1
+    pin_registers(o);
+    pin_registers(pa);
+    if constexpr (!kFirst) release_stage((t - 1) % kStages);
+#pragma unroll
+    for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
+      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);  // atom 2kk, row lr + 8
+      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // atom 2kk + 1, row lr
+      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // atom 2kk + 1, row lr + 8
+    }
+  };
+  if (n_tiles > 0) step(0, std::true_type{});
+  for (int32_t t = 1; t < n_tiles; ++t) step(t, std::false_type{});
+  if (n_tiles > 0) {  // the last tile's O += P V
+    pin_registers(o);
+    pin_registers(pa);
+    wgmma_fence();
+    issue_pv((n_tiles - 1) % kStages);
+    wgmma_wait<0>();
+    pin_registers(o);
+  }
+
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    float sum = l[rh];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int32_t r = row0 + cwarp * 16 + lr + 8 * rh;
+    if (r >= a.rows) continue;
+    const int64_t i = int64_t{group} * a.rows + r;
+    if (a.splits == 1) {
+      bf16* orow = a.out + i * stride + int64_t{head} * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * lc) =
+            pack_bf16(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
+      }
+    } else {
+      const int64_t ih = (int64_t{split} * a.total_rows() + i) * a.num_heads + head;
+      float* prow = a.part_o + ih * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<float2*>(prow + 8 * j + 2 * lc) =
+            make_float2(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
+      }
+      if (lc == 0) a.part_lse[ih] = sum > 0.f ? m[rh] + log2f(sum) : -INFINITY;
+    }
+  }
+#else
+  __trap();  // not built for sm_90a; the host picks this kernel only on Hopper
+#endif
+}
+
+// Opts the kernel into its dynamic shared memory (past the 48 KiB default),
+// once per instantiation (a function attribute: fine during graph capture).
+template <typename Keys>
+void allow_dynamic_smem() {
+  static const bool done = [] {
+    LB_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_ws_kernel<Keys, kKeyTile>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kKeyTile)));
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace
+
+template <typename Keys>
+void launch_attention_wgmma_ws(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
+  allow_dynamic_smem<Keys>();
+  attention_wgmma_ws_kernel<Keys, kKeyTile>
+      <<<tensor_core_grid(args), kThreads, smem_bytes(kKeyTile), stream>>>(args, keys);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_attention_wgmma_ws<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,
+                                                         cudaStream_t);
+template void launch_attention_wgmma_ws<PagedKeys<bf16>>(const AttentionArgs<bf16>&, const PagedKeys<bf16>&,
+                                                         cudaStream_t);
+
+int attention_wgmma_ws_ctas_per_sm() {
+  static thread_local OccupancyCache cache;
+  allow_dynamic_smem<PagedKeys<bf16>>();
+  return resident_ctas_per_sm(cache,
+                              reinterpret_cast<const void*>(attention_wgmma_ws_kernel<PagedKeys<bf16>, kKeyTile>),
+                              kThreads, smem_bytes(kKeyTile));
+}
+
+}  // namespace lingbot::cuda::attn
