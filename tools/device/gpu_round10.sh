@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Measured experiment code: the variants it selects (LINGBOT_WS_VARIANT,
+# LINGBOT_WS_TILE) were removed once measured; figures in
+# src/backend/cuda/attention_versions.md. Kept as the record.
 # GPU machine, round 10: variants of the warp-specialised kernel
 # (LINGBOT_WS_VARIANT="pingpong,poly": ping-pong on/off, every Nth
 # exponential on the FMA pipe), tests of two, the full-window benchmark of

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Measured experiment code: the variants it selects (LINGBOT_WS_VARIANT,
+# LINGBOT_WS_TILE) were removed once measured; figures in
+# src/backend/cuda/attention_versions.md. Kept as the record.
 # GPU machine, round 11: wgmma-ws variants (LINGBOT_WS_VARIANT="pingpong,
 # poly[,e]": e = O rescaled while S runs, FlashAttention-3's order), the
 # stall breakdown and per-instruction samples of the baseline under Nsight

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Measured experiment code: the variants it selects (LINGBOT_WS_VARIANT,
+# LINGBOT_WS_TILE) were removed once measured; figures in
+# src/backend/cuda/attention_versions.md. Kept as the record.
 # GPU machine, round 13: wgmma-ws with 192-key tiles (LINGBOT_WS_TILE=192)
 # against 128: tests, kernel benchmarks, end-to-end; Nsight Compute counters
 # of the 128-key kernel after round 12's changes.
