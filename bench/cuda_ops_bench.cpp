@@ -144,6 +144,28 @@ BENCHMARK(BM_LinearF32)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+// The camera head's layers while streaming (one token, float32 weights),
+// through the backend: the weight-streaming kernel (gemv.cu). GB/s counts
+// the weights, which dominate.
+void BM_CameraLayer(benchmark::State& state) {
+  const int64_t n = 1, m = state.range(0), k = state.range(1);
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {n, k}, DType::F32);
+  const Tensor w = random_device(be, {m, k}, DType::F32, 0.03f);
+  const Tensor b = random_device(be, {m}, DType::F32);
+  Tensor out = be.alloc({n, m}, DType::F32);
+  time_op(state, be, [&] { be.linear(x, w, &b, out, Activation::None); });
+  set_rates(state, 2.0 * n * m * k, 4.0 * m * k);
+}
+BENCHMARK(BM_CameraLayer)
+    ->ArgNames({"M", "K"})
+    ->Args({6144, 2048})
+    ->Args({2048, 2048})
+    ->Args({8192, 2048})
+    ->Args({2048, 8192})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void BM_LayerNorm(benchmark::State& state) {
   const int64_t n = state.range(0), c = 1024;
   CudaBackend& be = backend();

@@ -1,4 +1,5 @@
-// CUDA backend: linear and linear_residual (cuBLASLt) against the CPU
+// CUDA backend: linear and linear_residual (cuBLASLt, and the float32
+// weight-streaming kernel for a few rows) against the CPU
 // backend, at the model's shapes (aggregator N = 978 and 8 x 978 tokens of
 // 1024 channels in bfloat16; camera head 2048 channels and DPT projections
 // in float32, TF32 and full float32) and at small odd shapes, including
@@ -81,6 +82,19 @@ const LinearCase kLinearCases[] = {
     {"camera fc1 8x2048->8192 gelu fp32", 8, 2048, 8192, DType::F32, DType::F32, true, Activation::Gelu, true},
     {"camera pose fc1 1x2048->1024 gelu fp32", 1, 2048, 1024, DType::F32, DType::F32, true, Activation::Gelu, true},
     {"camera pose fc2 8x1024->9 fp32", 8, 1024, 9, DType::F32, DType::F32, true, Activation::None, true},
+    // Float32 with at most kernels::kGemvMaxRows rows go through the
+    // weight-streaming kernel (gemv.cu): every row count, the camera head's
+    // streaming shapes, a k that is not a multiple of 4 (scalar path), a
+    // k4 = 257 tail after the unrolled loop, and 9 rows (cuBLASLt again).
+    {"camera qkv 1x2048->6144 fp32", 1, 2048, 6144, DType::F32, DType::F32, true, Activation::None, true},
+    {"camera fc2 1x8192->2048 fp32", 1, 8192, 2048, DType::F32, DType::F32, true, Activation::None, true},
+    {"camera proj 1x2048->2048 tf32 backend", 1, 2048, 2048, DType::F32, DType::F32, false, Activation::None},
+    {"f32 2x1028->33 gemv tail", 2, 1028, 33, DType::F32, DType::F32, true, Activation::None, true},
+    {"f32 3x4102->17 gemv scalar", 3, 4102, 17, DType::F32, DType::F32, true, Activation::Relu, true},
+    {"f32 4x512->100 gemv", 4, 512, 100, DType::F32, DType::F32, false, Activation::None, true},
+    {"f32 5x7->64 gemv misaligned", 5, 7, 64, DType::F32, DType::F32, true, Activation::Gelu, true, true},
+    {"f32 6x256->1 gemv", 6, 256, 1, DType::F32, DType::F32, true, Activation::None, true},
+    {"f32 9x2048->100 cublaslt", 9, 2048, 100, DType::F32, DType::F32, true, Activation::None, true},
     // DPT projections, float32.
     {"dpt project 7776x2048->256 tf32", 7776, 2048, 256, DType::F32, DType::F32, true, Activation::None},
     {"dpt project 972x2048->1024 tf32", 972, 2048, 1024, DType::F32, DType::F32, true, Activation::None},
@@ -161,6 +175,7 @@ TEST(CudaBackendLinear, LinearResidualMatchesCpu) {
       {"fc2 7824x4096->1024 bf16", 7824, 4096, 1024, DType::BF16, true, true},
       {"camera proj 8x2048->2048 tf32", 8, 2048, 2048, DType::F32, true, true},
       {"camera fc2 8x8192->2048 fp32", 8, 8192, 2048, DType::F32, true, true, true},
+      {"camera fc2 1x8192->2048 fp32", 1, 8192, 2048, DType::F32, true, true, true},
       {"odd 5x7->3 fp32 no bias no gamma", 5, 7, 3, DType::F32, false, false, true},
       {"odd 3x9->5 bf16 gamma only misaligned", 3, 9, 5, DType::BF16, false, true, false, true},
   };

@@ -375,6 +375,19 @@ std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const
 
 // ---- dense layers -------------------------------------------------------------
 
+// out[N, M] = x[N, K] w[M, K]^T (+ bias): float32 layers of a few rows (the
+// camera head while streaming) through the weight-streaming kernel (gemv.cu,
+// full float32), everything else through cuBLASLt.
+void CudaBackend::product(const Tensor& x, const Tensor& w, const float* bias, void* out, DType out_type, int64_t N,
+                          int64_t K, int64_t M) {
+  if (x.dtype() == DType::F32 && out_type == DType::F32 && N <= kernels::kGemvMaxRows) {
+    kernels::gemv_f32(static_cast<const float*>(x.data()), static_cast<const float*>(w.data()), bias,
+                      static_cast<float*>(out), N, K, M, stream_);
+  } else {
+    gemm_->linear(x.data(), w.data(), bias, out, N, K, M, x.dtype(), out_type);
+  }
+}
+
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const char* op = "linear";
   check_on_device(x, op, "input");
@@ -385,7 +398,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tens
   const int64_t M = w.dim(0), K = w.dim(1);
   const int64_t N = rows_of(x, K, op);
   LB_CHECK(out.numel() == N * M, "linear: output {} for [{}, {}]", out.describe(), N, M);
-  gemm_->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), out.data(), N, K, M, x.dtype(), out.dtype());
+  product(x, w, f32_vector(b, M, op, "bias"), out.data(), out.dtype(), N, K, M);
   // nn.GELU() is the erf form; cuBLASLt's GELU epilogue is the tanh one, so
   // the activation is a pass of its own (on the rounded output, as upstream).
   if (act == Activation::Gelu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Gelu, stream_);
@@ -406,10 +419,9 @@ void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor
   LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
   // The product (with its bias) in float32, then one pass
   // residual = residual + gamma * product, rounded once to the residual's dtype.
-  float* product = scratch_->get_as<float>(N * M);
-  gemm_->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), product, N, K, M, x.dtype(), DType::F32);
-  kernels::residual_update(residual.data(), residual.dtype(), product, f32_vector(gamma, M, op, "gamma"), N, M,
-                           stream_);
+  float* y = scratch_->get_as<float>(N * M);
+  product(x, w, f32_vector(b, M, op, "bias"), y, DType::F32, N, K, M);
+  kernels::residual_update(residual.data(), residual.dtype(), y, f32_vector(gamma, M, op, "gamma"), N, M, stream_);
   after_op(op);
 }
 

@@ -125,6 +125,10 @@ class CudaBackend final : public Backend {
   struct Staging;
   Staging& staging_for(const Tensor& device);
   void after_op(const char* op);  // error check / optional synchronisation
+  // out[N, M] = x[N, K] w^T (+ bias) into `out` of `out_type`: the
+  // weight-streaming kernel for float32 layers of a few rows, else cuBLASLt.
+  void product(const Tensor& x, const Tensor& w, const float* bias, void* out, DType out_type, int64_t N, int64_t K,
+               int64_t M);
 
   CudaBackendOptions options_;
   cudaStream_t stream_ = nullptr;

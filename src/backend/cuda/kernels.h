@@ -41,6 +41,16 @@ void residual_update(void* residual, DType dtype, const float* y, const float* g
 void add_channel_bias(float* x, const float* bias, int64_t batches, int64_t channels, int64_t plane,
                       cudaStream_t stream);
 
+// ---- float32 products with few rows (gemv.cu) ------------------------------
+
+// out[r, c] = sum_k x[r, k] w[c, k] + bias[c] for r < rows <= kGemvMaxRows,
+// c < m: x [rows, k], w [m, k], out [rows, m], bias [m] or null; float32
+// accumulation. For the camera head's one-token layers, which only stream
+// their weights.
+constexpr int64_t kGemvMaxRows = 8;
+void gemv_f32(const float* x, const float* w, const float* bias, float* out, int64_t rows, int64_t k, int64_t m,
+              cudaStream_t stream);
+
 // ---- data movement (copy.cu) and image ops (image.cu) ----------------------
 
 // `height` rows of `width_bytes` bytes: dst + r * dst_pitch <- src + r * src_pitch
