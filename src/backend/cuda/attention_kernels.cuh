@@ -148,6 +148,74 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
   return __float2bfloat16_rn(x);
 }
 
+// Two floats -> bf16x2 with `lo` in the low half (the lower column index).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// ---- a warp's 16 query rows in the tensor-core fragment layouts ----------
+// The three tensor-core kernels (mma.sync, wgmma v1, wgmma-ws) give each
+// warp 16 query rows [first_row, first_row + 16) of the CTA's (group, head)
+// in mma.sync's layouts, which wgmma's register fragments share: lane
+// (lr = lane / 4, lc = lane % 4) holds rows lr and lr + 8.
+
+// The A fragments of Q (head_dim 64 = 4 k-steps of 16): qf[kk][rh] and
+// qf[kk][2 + rh] hold dims 16 kk + 2 lc (+1) and 16 kk + 8 + 2 lc (+1) of row
+// lr + 8 rh; rows past a.rows are zeros.
+__device__ __forceinline__ void load_q_fragments(const AttentionArgs<__nv_bfloat16>& a, int32_t group, int32_t head,
+                                                 int32_t first_row, int lr, int lc, uint32_t (&qf)[4][4]) {
+  constexpr int kD = 64;
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const int32_t r = first_row + lr + 8 * rh;
+    const __nv_bfloat16* qrow = a.q + (int64_t{group} * a.rows + r) * a.row_stride() + int64_t{head} * kD;
+    const bool valid = r < a.rows;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      qf[kk][rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 2 * lc) : 0u;
+      qf[kk][2 + rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 8 + 2 * lc) : 0u;
+    }
+  }
+}
+
+// The epilogue: o(j, e) is the output accumulator of column 8 j + 2 lc + e % 2
+// of row lr + 8 (e / 2) (j < 8 atoms of 8 dims), l and m the lane's partial
+// row sums and the rows' maxima (exp2 domain). Completes the row sums over
+// the 4 lanes of a row, then writes the normalised row (splits == 1) or this
+// split's partial output and log-sum-exp for the combine kernel.
+template <typename Acc>
+__device__ __forceinline__ void store_rows(const AttentionArgs<__nv_bfloat16>& a, int32_t group, int32_t head,
+                                           int32_t split, int32_t first_row, int lr, int lc, Acc o,
+                                           const float (&l)[2], const float (&m)[2]) {
+  constexpr int kD = 64;
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    float sum = l[rh];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int32_t r = first_row + lr + 8 * rh;
+    if (r >= a.rows) continue;
+    const int64_t i = int64_t{group} * a.rows + r;  // query row in q / out
+    if (a.splits == 1) {
+      __nv_bfloat16* orow = a.out + i * a.row_stride() + int64_t{head} * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * lc) = pack_bf16(o(j, 2 * rh) * inv, o(j, 2 * rh + 1) * inv);
+      }
+    } else {
+      const int64_t ih = (int64_t{split} * a.total_rows() + i) * a.num_heads + head;
+      float* prow = a.part_o + ih * kD;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<float2*>(prow + 8 * j + 2 * lc) = make_float2(o(j, 2 * rh) * inv, o(j, 2 * rh + 1) * inv);
+      }
+      if (lc == 0) a.part_lse[ih] = sum > 0.f ? m[rh] + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
 // Key range [begin, end) of split `split` of `splits` over nk keys, cut in
 // units of `granule` keys (a tile) so that only a split's last tile can be
 // partial. Splits past the keys are empty (begin == end).

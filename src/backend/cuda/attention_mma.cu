@@ -93,12 +93,6 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two floats -> bf16x2 with `lo` in the low half (the lower column index).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // Element offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.
 __device__ __forceinline__ int tile_offset(int row, int chunk) { return row * kD + ((chunk ^ (row & 7)) << 3); }
 
@@ -119,7 +113,6 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArg
   const int32_t row0 = (static_cast<int32_t>(blockIdx.x) % q_tiles) * kBr;  // in the group
   const int32_t head = static_cast<int32_t>(blockIdx.y);
   const int32_t split = static_cast<int32_t>(blockIdx.z);
-  const int64_t stride = a.row_stride();
 
   const auto view = make_view(keys, group, head);
   int32_t kb, ke;  // this split's keys [kb, ke); tile-aligned start
@@ -128,19 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArg
   // Q fragments, kept for the whole loop: qf[atom][k-step of 16 dims][a0..a3].
   uint32_t qf[2][4][4];
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      const int32_t r = row0 + warp * kRowsPerWarp + mi * 16 + lr + 8 * rh;
-      const bf16* qrow = a.q + (int64_t{group} * a.rows + r) * stride + int64_t{head} * kD;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const bool valid = r < a.rows;
-        qf[mi][kk][rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 2 * lc) : 0u;
-        qf[mi][kk][2 + rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 8 + 2 * lc) : 0u;
-      }
-    }
-  }
+  for (int mi = 0; mi < 2; ++mi) load_q_fragments(a, group, head, row0 + warp * kRowsPerWarp + mi * 16, lr, lc, qf[mi]);
 
   float o[2][8][4];  // O accumulators: [atom][8 dims][c0..c3]
   float m[2][2];     // running max per [atom][row lr / lr+8], exp2 domain
@@ -309,33 +290,8 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArg
   // Epilogue: full row sums, then the output (splits == 1) or the partials.
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi) {
-#pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      float sum = l[mi][rh];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      const int32_t r = row0 + warp * kRowsPerWarp + mi * 16 + lr + 8 * rh;
-      if (r >= a.rows) continue;
-      const int64_t i = int64_t{group} * a.rows + r;  // query row in q / out
-      if (a.splits == 1) {
-        bf16* orow = a.out + i * stride + int64_t{head} * kD;
-#pragma unroll
-        for (int dn = 0; dn < 8; ++dn) {
-          *reinterpret_cast<uint32_t*>(orow + 8 * dn + 2 * lc) =
-              pack_bf16(o[mi][dn][2 * rh] * inv, o[mi][dn][2 * rh + 1] * inv);
-        }
-      } else {
-        const int64_t ih = (int64_t{split} * a.total_rows() + i) * a.num_heads + head;
-        float* prow = a.part_o + ih * kD;
-#pragma unroll
-        for (int dn = 0; dn < 8; ++dn) {
-          *reinterpret_cast<float2*>(prow + 8 * dn + 2 * lc) =
-              make_float2(o[mi][dn][2 * rh] * inv, o[mi][dn][2 * rh + 1] * inv);
-        }
-        if (lc == 0) a.part_lse[ih] = sum > 0.f ? m[mi][rh] + log2f(sum) : -INFINITY;
-      }
-    }
+    store_rows(a, group, head, split, row0 + warp * kRowsPerWarp + mi * 16, lr, lc,
+               [&](int j, int e) { return o[mi][j][e]; }, l[mi], m[mi]);
   }
 #else
   __trap();  // built for a GPU without bf16 mma.sync; the host never picks this kernel there

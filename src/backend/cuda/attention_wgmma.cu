@@ -84,7 +84,6 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
   const int32_t row0 = (static_cast<int32_t>(blockIdx.x) % q_tiles) * kBr;
   const int32_t head = static_cast<int32_t>(blockIdx.y);
   const int32_t split = static_cast<int32_t>(blockIdx.z);
-  const int64_t stride = a.row_stride();
 
   const auto view = make_view(keys, group, head);
   int32_t kb, ke;
@@ -92,17 +91,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
 
   // This warp's 16 query rows: warp * 16 .. (warpgroup g = warp / 4 holds 64 g ..).
   uint32_t qf[4][4];
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    const int32_t r = row0 + warp * 16 + lr + 8 * rh;
-    const bf16* qrow = a.q + (int64_t{group} * a.rows + r) * stride + int64_t{head} * kD;
-    const bool valid = r < a.rows;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      qf[kk][rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 2 * lc) : 0u;
-      qf[kk][2 + rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 8 + 2 * lc) : 0u;
-    }
-  }
+  load_q_fragments(a, group, head, row0 + warp * 16, lr, lc, qf);
 
   float o[32];
 #pragma unroll
@@ -228,33 +217,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
     pin_registers(o);
   }
 
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    float sum = l[rh];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    const int32_t r = row0 + warp * 16 + lr + 8 * rh;
-    if (r >= a.rows) continue;
-    const int64_t i = int64_t{group} * a.rows + r;
-    if (a.splits == 1) {
-      bf16* orow = a.out + i * stride + int64_t{head} * kD;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * lc) =
-            pack_bf16(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
-      }
-    } else {
-      const int64_t ih = (int64_t{split} * a.total_rows() + i) * a.num_heads + head;
-      float* prow = a.part_o + ih * kD;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<float2*>(prow + 8 * j + 2 * lc) =
-            make_float2(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
-      }
-      if (lc == 0) a.part_lse[ih] = sum > 0.f ? m[rh] + log2f(sum) : -INFINITY;
-    }
-  }
+  store_rows(a, group, head, split, row0 + warp * 16, lr, lc, [&](int j, int e) { return o[4 * j + e]; }, l, m);
 #else
   __trap();  // not built for sm_90a; the host picks this kernel only on Hopper
 #endif

@@ -74,9 +74,11 @@ static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536);
 using namespace wg;
 #endif
 
-template <typename Keys, int kBc>
+template <typename Keys>
 __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(AttentionArgs<bf16> a, Keys keys) {
 #if LB_WGMMA
+  constexpr int kBc = kKeyTile;  // S = Q K^T is one wgmma m64n192k16 per k-step
+  static_assert(kBc == 192);
   constexpr int kTileElems = kBc * kD;
   constexpr int kTileBytes = kTileElems * 2;
   constexpr int kPasses = kBc / kRowsPerPass;
@@ -99,7 +101,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
   const int32_t row0 = (static_cast<int32_t>(blockIdx.x) % q_tiles) * kBr;
   const int32_t head = static_cast<int32_t>(blockIdx.y);
   const int32_t split = static_cast<int32_t>(blockIdx.z);
-  const int64_t stride = a.row_stride();
 
   const auto view = make_view(keys, group, head);
   int32_t kb, ke;
@@ -174,17 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
   const int lc = lane & 3;
 
   uint32_t qf[4][4];
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    const int32_t r = row0 + cwarp * 16 + lr + 8 * rh;
-    const bf16* qrow = a.q + (int64_t{group} * a.rows + r) * stride + int64_t{head} * kD;
-    const bool valid = r < a.rows;
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      qf[kk][rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 2 * lc) : 0u;
-      qf[kk][2 + rh] = valid ? *reinterpret_cast<const uint32_t*>(qrow + 16 * kk + 8 + 2 * lc) : 0u;
-    }
-  }
+  load_q_fragments(a, group, head, row0 + cwarp * 16, lr, lc, qf);
 
   float o[32];
 #pragma unroll
@@ -229,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
     named_barrier_sync(my_turn, kConsumerThreads);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_qk<kBc>(s, qf[kk], k_base.at(stage * kTileBytes + 32 * kk), kk > 0);
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n192k16(s, qf[kk], k_base.at(stage * kTileBytes + 32 * kk), kk > 0);
     wgmma_commit();
     if constexpr (!kFirst) issue_pv((t - 1) % kStages);
     // Consumer 1 passes the turn after every tile but its last (consumer 0
@@ -312,33 +303,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
     pin_registers(o);
   }
 
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    float sum = l[rh];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    const int32_t r = row0 + cwarp * 16 + lr + 8 * rh;
-    if (r >= a.rows) continue;
-    const int64_t i = int64_t{group} * a.rows + r;
-    if (a.splits == 1) {
-      bf16* orow = a.out + i * stride + int64_t{head} * kD;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<uint32_t*>(orow + 8 * j + 2 * lc) =
-            pack_bf16(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
-      }
-    } else {
-      const int64_t ih = (int64_t{split} * a.total_rows() + i) * a.num_heads + head;
-      float* prow = a.part_o + ih * kD;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *reinterpret_cast<float2*>(prow + 8 * j + 2 * lc) =
-            make_float2(o[4 * j + 2 * rh] * inv, o[4 * j + 2 * rh + 1] * inv);
-      }
-      if (lc == 0) a.part_lse[ih] = sum > 0.f ? m[rh] + log2f(sum) : -INFINITY;
-    }
-  }
+  store_rows(a, group, head, split, row0 + cwarp * 16, lr, lc, [&](int j, int e) { return o[4 * j + e]; }, l, m);
 #else
   __trap();  // not built for sm_90a; the host picks this kernel only on Hopper
 #endif
@@ -349,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
 template <typename Keys>
 void allow_dynamic_smem() {
   static const bool done = [] {
-    LB_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_ws_kernel<Keys, kKeyTile>,
+    LB_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_ws_kernel<Keys>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kKeyTile)));
     return true;
   }();
@@ -361,7 +326,7 @@ void allow_dynamic_smem() {
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
   allow_dynamic_smem<Keys>();
-  attention_wgmma_ws_kernel<Keys, kKeyTile>
+  attention_wgmma_ws_kernel<Keys>
       <<<tensor_core_grid(args), kThreads, smem_bytes(kKeyTile), stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
 }
@@ -375,7 +340,7 @@ int attention_wgmma_ws_ctas_per_sm() {
   static thread_local OccupancyCache cache;
   allow_dynamic_smem<PagedKeys<bf16>>();
   return resident_ctas_per_sm(cache,
-                              reinterpret_cast<const void*>(attention_wgmma_ws_kernel<PagedKeys<bf16>, kKeyTile>),
+                              reinterpret_cast<const void*>(attention_wgmma_ws_kernel<PagedKeys<bf16>>),
                               kThreads, smem_bytes(kKeyTile));
 }
 

@@ -15,6 +15,7 @@
 // Accumulation in float32, in another order than cuBLASLt's or the CPU
 // backend's: the results agree to float32 rounding of the sums.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace lingbot::cuda::kernels {
@@ -30,12 +31,6 @@ __device__ __forceinline__ float4 load_streaming(const float4* p) {
   asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
@@ -104,8 +99,6 @@ void launch(const float* x, const float* w, const float* bias, float* out, int64
   }
   LB_CUDA_CHECK_LAUNCH();
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
