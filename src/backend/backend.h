@@ -113,6 +113,17 @@ class Backend {
   virtual std::shared_ptr<void> end_capture() { return nullptr; }
   virtual void replay(const std::shared_ptr<void>& graph) {}
 
+  // ---- concurrent branches -------------------------------------------------
+  // The ops enqueued between begin_side_branch() and end_side_branch() form a
+  // branch: it starts after everything enqueued before it and may run at the
+  // same time as the ops enqueued after end_side_branch(), until
+  // join_side_branch() makes all later work wait for it. A branch must not
+  // use a KV cache or write what the concurrent ops read or write. Backends
+  // that run ops in order keep these no-ops (in-order is a valid schedule).
+  virtual void begin_side_branch() {}
+  virtual void end_side_branch() {}
+  virtual void join_side_branch() {}
+
   // A KV cache whose storage lives on this device.
   virtual std::unique_ptr<kv::KvCache> make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                      const kv::TokenLayout& tokens, int num_blocks) = 0;

@@ -112,17 +112,23 @@ void StreamingModel::compute_step(int S, int H, int W, StepOutputs& out) {
     agg = aggregator_->compute(*ws_, images);
   }
   const int T = agg.grid.tokens();
+  // The two heads read the aggregator's output and nothing of each other,
+  // so the depth head runs as a side branch beside the camera head (on the
+  // GPU the camera head's one-token layers leave most of the SMs idle).
+  out.raw = nullptr;
+  if (options_.keep_dense_outputs) {
+    ProfileScope p("depth_head", sync);
+    out.raw = &ws_->get("out.depth_raw", {S, 2, H, W}, DType::F32);
+    be_.begin_side_branch();
+    depth_->forward(*ws_, agg.layers, S, T, agg.grid.num_special, agg.grid.gh, agg.grid.gw, *out.raw);
+    be_.end_side_branch();
+  }
   out.poses = &ws_->get("out.poses", {options_.camera_iterations, S, 9}, DType::F32);
   {
     ProfileScope p("camera_head", sync);
     camera_->compute(*ws_, *agg.layers[3], T, *out.poses);
   }
-  out.raw = nullptr;
-  if (options_.keep_dense_outputs) {
-    ProfileScope p("depth_head", sync);
-    out.raw = &ws_->get("out.depth_raw", {S, 2, H, W}, DType::F32);
-    depth_->forward(*ws_, agg.layers, S, T, agg.grid.num_special, agg.grid.gh, agg.grid.gw, *out.raw);
-  }
+  be_.join_side_branch();
 }
 
 void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, int64_t first_index) {

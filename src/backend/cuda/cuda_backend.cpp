@@ -149,40 +149,90 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
     return std::shared_ptr<void>(device_malloc(bytes, "a tensor"), [](void* p) { device_free(p); });
   });
 
-  LB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  make_lane(main_);
   try {
-    gemm_ = std::make_unique<Gemm>(stream_, options_.allow_tf32);
-    conv_ = std::make_unique<Conv>(stream_, options_.allow_tf32);
-    scratch_ = std::make_unique<DeviceScratch>(stream_, "float32 scratch");
+    LB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+    LB_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
   } catch (...) {
-    gemm_.reset();
-    conv_.reset();
-    (void)cudaStreamDestroy(stream_);
+    destroy_lane(main_);
     throw;
   }
 }
 
 CudaBackend::~CudaBackend() {
-  (void)cudaStreamSynchronize(stream_);
+  (void)cudaStreamSynchronize(main_.stream);
+  if (side_) (void)cudaStreamSynchronize(side_->stream);
   staging_.clear();
-  scratch_.reset();
-  conv_.reset();
-  gemm_.reset();
-  (void)cudaStreamDestroy(stream_);
+  if (side_) destroy_lane(*side_);
+  destroy_lane(main_);
+  (void)cudaEventDestroy(fork_event_);
+  (void)cudaEventDestroy(join_event_);
+}
+
+void CudaBackend::make_lane(Lane& lane) const {
+  LB_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+  try {
+    lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32);
+    lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32);
+    lane.scratch = std::make_unique<DeviceScratch>(lane.stream, "float32 scratch");
+  } catch (...) {
+    destroy_lane(lane);
+    throw;
+  }
+}
+
+void CudaBackend::destroy_lane(Lane& lane) noexcept {
+  lane.scratch.reset();
+  lane.conv.reset();
+  lane.gemm.reset();
+  if (lane.stream) (void)cudaStreamDestroy(lane.stream);
+  lane.stream = nullptr;
 }
 
 std::string CudaBackend::name() const { return fmt::format("cuda ({})", device_name_); }
 
-cublasLtHandle_t CudaBackend::cublaslt_handle() const { return gemm_->handle(); }
+cublasLtHandle_t CudaBackend::cublaslt_handle() const { return main_.gemm->handle(); }
 
 void CudaBackend::after_op(const char* op) {
-  if (!options_.sync_after_each_op || capturing(stream_)) return;
-  const cudaError_t status = cudaStreamSynchronize(stream_);
+  if (!options_.sync_after_each_op || capturing(lane_->stream)) return;
+  const cudaError_t status = cudaStreamSynchronize(lane_->stream);
   if (status != cudaSuccess)
     fail("cuda backend: {} failed on the GPU: {} ({})", op, cudaGetErrorString(status), cudaGetErrorName(status));
 }
 
-void CudaBackend::synchronize() { LB_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  LB_CUDA_CHECK(cudaStreamSynchronize(main_.stream));
+  if (side_) LB_CUDA_CHECK(cudaStreamSynchronize(side_->stream));
+}
+
+// ---- concurrent branches ------------------------------------------------------
+// A fork and a join are an event each (recorded on one stream, waited for on
+// the other): outside a capture they order the two streams, inside one they
+// become the graph's edges, so a replay runs the branch beside the main work.
+
+void CudaBackend::begin_side_branch() {
+  LB_CHECK(lane_ == &main_, "cuda backend: begin_side_branch inside a side branch");
+  if (!side_) {
+    check_not_capturing(main_.stream, "creating the side branch's stream (run the step once before capturing it)");
+    side_ = std::make_unique<Lane>();
+    make_lane(*side_);
+  }
+  LB_CUDA_CHECK(cudaEventRecord(fork_event_, main_.stream));
+  LB_CUDA_CHECK(cudaStreamWaitEvent(side_->stream, fork_event_, 0));
+  lane_ = side_.get();
+}
+
+void CudaBackend::end_side_branch() {
+  LB_CHECK(lane_ != &main_, "cuda backend: end_side_branch without begin_side_branch");
+  lane_ = &main_;
+}
+
+void CudaBackend::join_side_branch() {
+  LB_CHECK(lane_ == &main_, "cuda backend: join_side_branch inside a side branch");
+  if (!side_) return;
+  LB_CUDA_CHECK(cudaEventRecord(join_event_, side_->stream));
+  LB_CUDA_CHECK(cudaStreamWaitEvent(main_.stream, join_event_, 0));
+}
 
 size_t CudaBackend::device_memory_in_use() const {
   size_t free_bytes = 0, total_bytes = 0;
@@ -206,20 +256,20 @@ struct RecordedGraph {
 void CudaBackend::begin_capture() {
   // Work queued before the capture (this step's uploads) stays outside it;
   // waiting here also keeps upload_into's staging reuse checks simple.
-  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  LB_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  LB_CUDA_CHECK(cudaStreamSynchronize(main_.stream));
+  LB_CUDA_CHECK(cudaStreamBeginCapture(main_.stream, cudaStreamCaptureModeThreadLocal));
 }
 
 std::shared_ptr<void> CudaBackend::end_capture() {
   auto recorded = std::make_shared<RecordedGraph>();
-  LB_CUDA_CHECK(cudaStreamEndCapture(stream_, &recorded->graph));
+  LB_CUDA_CHECK(cudaStreamEndCapture(main_.stream, &recorded->graph));
   LB_CUDA_CHECK(cudaGraphInstantiate(&recorded->exec, recorded->graph, 0));
   return recorded;
 }
 
 void CudaBackend::replay(const std::shared_ptr<void>& graph) {
   LB_CHECK(graph != nullptr, "internal error: replay of an empty graph");
-  LB_CUDA_CHECK(cudaGraphLaunch(static_cast<RecordedGraph*>(graph.get())->exec, stream_));
+  LB_CUDA_CHECK(cudaGraphLaunch(static_cast<RecordedGraph*>(graph.get())->exec, main_.stream));
   after_op("graph replay");
 }
 
@@ -232,15 +282,15 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
   Tensor dev = alloc(host.shape(), dtype);
   if (host.numel() == 0) return dev;
   if (host.dtype() == dtype) {
-    LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
+    LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice, main_.stream));
   } else if (is_float16_32(host.dtype()) && is_float16_32(dtype)) {
     // Raw bytes up, converted on the device (weights: fast, and no host copy).
-    void* raw = scratch_->get(host.nbytes());
-    LB_CUDA_CHECK(cudaMemcpyAsync(raw, host.data(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
-    kernels::convert(raw, host.dtype(), dev.data(), dtype, host.numel(), stream_);
+    void* raw = main_.scratch->get(host.nbytes());
+    LB_CUDA_CHECK(cudaMemcpyAsync(raw, host.data(), host.nbytes(), cudaMemcpyHostToDevice, main_.stream));
+    kernels::convert(raw, host.dtype(), dev.data(), dtype, host.numel(), main_.stream);
   } else {
     const Tensor converted = host.to_dtype(dtype);
-    LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), converted.data(), converted.nbytes(), cudaMemcpyHostToDevice, stream_));
+    LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), converted.data(), converted.nbytes(), cudaMemcpyHostToDevice, main_.stream));
     synchronize();  // before `converted` is released
     return dev;
   }
@@ -251,7 +301,7 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
 CudaBackend::Staging& CudaBackend::staging_for(const Tensor& device) {
   auto it = staging_.find(device.data());
   if (it != staging_.end() && it->second->bytes == device.nbytes()) return *it->second;
-  check_not_capturing(stream_, "allocating a pinned staging buffer for upload_into");
+  check_not_capturing(main_.stream, "allocating a pinned staging buffer for upload_into");
   if (it != staging_.end()) {
     staging_bytes_ -= it->second->bytes;
     staging_.erase(it);  // waits for its last copy
@@ -284,14 +334,14 @@ void CudaBackend::upload_into(const Tensor& host, Tensor& device) {
   LB_CHECK(host.shape() == device.shape(), "upload_into: {} into {}", host.describe(), device.describe());
   if (device.numel() == 0) return;
   Staging& s = staging_for(device);
-  const bool in_capture = capturing(stream_);
+  const bool in_capture = capturing(main_.stream);
   // The previous copy out of this buffer must be done before it is rewritten.
   // (Inside a capture nothing is waited for: synchronize before capturing.)
   if (s.pending && !in_capture) LB_CUDA_CHECK(cudaEventSynchronize(s.copied));
   write_host_as(host, device.dtype(), s.host);
-  LB_CUDA_CHECK(cudaMemcpyAsync(device.data(), s.host, device.nbytes(), cudaMemcpyHostToDevice, stream_));
+  LB_CUDA_CHECK(cudaMemcpyAsync(device.data(), s.host, device.nbytes(), cudaMemcpyHostToDevice, main_.stream));
   if (!in_capture) {
-    LB_CUDA_CHECK(cudaEventRecord(s.copied, stream_));
+    LB_CUDA_CHECK(cudaEventRecord(s.copied, main_.stream));
     s.pending = true;
   }
   after_op("upload_into");
@@ -302,14 +352,14 @@ Tensor CudaBackend::download(const Tensor& device) {
   Tensor host = Tensor::empty(device.shape(), DType::F32);
   if (device.numel() == 0) return host;
   if (device.dtype() == DType::F32) {
-    LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, main_.stream));
   } else if (is_float16_32(device.dtype())) {
-    float* widened = scratch_->get_as<float>(device.numel());
-    kernels::convert(device.data(), device.dtype(), widened, DType::F32, device.numel(), stream_);
-    LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), widened, host.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    float* widened = main_.scratch->get_as<float>(device.numel());
+    kernels::convert(device.data(), device.dtype(), widened, DType::F32, device.numel(), main_.stream);
+    LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), widened, host.nbytes(), cudaMemcpyDeviceToHost, main_.stream));
   } else {
     Tensor raw = Tensor::empty(device.shape(), device.dtype());
-    LB_CUDA_CHECK(cudaMemcpyAsync(raw.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    LB_CUDA_CHECK(cudaMemcpyAsync(raw.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, main_.stream));
     synchronize();
     return raw.to_dtype(DType::F32);
   }
@@ -318,7 +368,7 @@ Tensor CudaBackend::download(const Tensor& device) {
 }
 
 Tensor CudaBackend::alloc_host(const Shape& shape, DType dtype) {
-  check_not_capturing(stream_, "allocating page-locked host memory");
+  check_not_capturing(main_.stream, "allocating page-locked host memory");
   const int64_t n = shape_numel(shape);
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   void* p = nullptr;
@@ -332,16 +382,16 @@ void CudaBackend::download_async(const Tensor& device, Tensor& host) {
            "download_async: {} into {} (expected a host tensor of the same shape and dtype)", device.describe(),
            host.describe());
   if (device.numel() == 0) return;
-  LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, stream_));
+  LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, main_.stream));
   after_op("download_async");
 }
 
 std::shared_ptr<void> CudaBackend::fence() {
-  check_not_capturing(stream_, "recording a read-back fence");
+  check_not_capturing(main_.stream, "recording a read-back fence");
   cudaEvent_t e = nullptr;
   LB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   std::shared_ptr<void> owner(e, [](void* p) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
-  LB_CUDA_CHECK(cudaEventRecord(e, stream_));
+  LB_CUDA_CHECK(cudaEventRecord(e, main_.stream));
   return owner;
 }
 
@@ -351,7 +401,7 @@ void CudaBackend::wait(const std::shared_ptr<void>& fence) {
 
 void CudaBackend::fill(Tensor& t, float value) {
   check_on_device(t, "fill", "tensor");
-  kernels::fill(t.data(), t.dtype(), t.numel(), value, stream_);
+  kernels::fill(t.data(), t.dtype(), t.numel(), value, lane_->stream);
   after_op("fill");
 }
 
@@ -361,16 +411,17 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
   LB_CHECK(src.numel() == dst.numel(), "convert: {} -> {}", src.describe(), dst.describe());
   if (src.dtype() == dst.dtype()) {
     if (src.numel() > 0 && src.data() != dst.data())
-      LB_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+      LB_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, lane_->stream));
   } else {
-    kernels::convert(src.data(), src.dtype(), dst.data(), dst.dtype(), src.numel(), stream_);
+    kernels::convert(src.data(), src.dtype(), dst.data(), dst.dtype(), src.numel(), lane_->stream);
   }
   after_op("convert");
 }
 
 std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                         const kv::TokenLayout& tokens, int num_blocks) {
-  return make_cuda_kv_cache(layout, config, tokens, num_blocks, stream_);
+  // KV caches enqueue on the main stream (never inside a side branch).
+  return make_cuda_kv_cache(layout, config, tokens, num_blocks, main_.stream);
 }
 
 // ---- dense layers -------------------------------------------------------------
@@ -378,14 +429,28 @@ std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const
 // out[N, M] = x[N, K] w[M, K]^T (+ bias): float32 layers of a few rows (the
 // camera head while streaming) through the weight-streaming kernel (gemv.cu,
 // full float32), everything else through cuBLASLt.
-void CudaBackend::product(const Tensor& x, const Tensor& w, const float* bias, void* out, DType out_type, int64_t N,
-                          int64_t K, int64_t M) {
+void CudaBackend::product(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, void* out,
+                          DType out_type, int64_t N, int64_t K, int64_t M) {
+  const float* b = f32_vector(bias, M, op, "bias");
   if (x.dtype() == DType::F32 && out_type == DType::F32 && N <= kernels::kGemvMaxRows) {
-    kernels::gemv_f32(static_cast<const float*>(x.data()), static_cast<const float*>(w.data()), bias,
-                      static_cast<float*>(out), N, K, M, stream_);
+    kernels::gemv_f32(static_cast<const float*>(x.data()), static_cast<const float*>(w.data()), b,
+                      static_cast<float*>(out), N, K, M, lane_->stream);
   } else {
-    gemm_->linear(x.data(), w.data(), bias, out, N, K, M, x.dtype(), out_type);
+    const void* b16 = bias && out_type == DType::BF16 ? rounded_bias(*bias) : nullptr;
+    lane_->gemm->linear(x.data(), w.data(), b, out, N, K, M, x.dtype(), out_type, b16);
   }
+}
+
+const void* CudaBackend::rounded_bias(const Tensor& bias) {
+  auto it = rounded_biases_.find(bias.data());
+  if (it != rounded_biases_.end() && it->second.source.numel() == bias.numel()) return it->second.rounded.data();
+  check_not_capturing(lane_->stream, "rounding a bias to bfloat16 (run a step once before capturing it)");
+  RoundedBias r{bias, alloc(bias.shape(), DType::BF16)};
+  kernels::convert(bias.data(), DType::F32, r.rounded.data(), DType::BF16, bias.numel(), lane_->stream);
+  LB_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));  // ready for either stream from here on
+  const void* p = r.rounded.data();
+  rounded_biases_.insert_or_assign(bias.data(), std::move(r));
+  return p;
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
@@ -398,11 +463,11 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tens
   const int64_t M = w.dim(0), K = w.dim(1);
   const int64_t N = rows_of(x, K, op);
   LB_CHECK(out.numel() == N * M, "linear: output {} for [{}, {}]", out.describe(), N, M);
-  product(x, w, f32_vector(b, M, op, "bias"), out.data(), out.dtype(), N, K, M);
+  product(op, x, w, b, out.data(), out.dtype(), N, K, M);
   // nn.GELU() is the erf form; cuBLASLt's GELU epilogue is the tanh one, so
   // the activation is a pass of its own (on the rounded output, as upstream).
-  if (act == Activation::Gelu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Gelu, stream_);
-  if (act == Activation::Relu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Relu, stream_);
+  if (act == Activation::Gelu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Gelu, lane_->stream);
+  if (act == Activation::Relu) kernels::unary(out.data(), out.data(), out.dtype(), out.numel(), kernels::Unary::Relu, lane_->stream);
   after_op(op);
 }
 
@@ -419,9 +484,9 @@ void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor
   LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
   // The product (with its bias) in float32, then one pass
   // residual = residual + gamma * product, rounded once to the residual's dtype.
-  float* y = scratch_->get_as<float>(N * M);
-  product(x, w, f32_vector(b, M, op, "bias"), y, DType::F32, N, K, M);
-  kernels::residual_update(residual.data(), residual.dtype(), y, f32_vector(gamma, M, op, "gamma"), N, M, stream_);
+  float* y = lane_->scratch->get_as<float>(N * M);
+  product(op, x, w, b, y, DType::F32, N, K, M);
+  kernels::residual_update(residual.data(), residual.dtype(), y, f32_vector(gamma, M, op, "gamma"), N, M, lane_->stream);
   after_op(op);
 }
 
@@ -439,7 +504,7 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, 
   const int64_t N = rows_of(x, C, op);
   LB_CHECK(out.numel() == x.numel(), "layer_norm: output {} for input {}", out.describe(), x.describe());
   kernels::layer_norm(x.data(), x.dtype(), out.data(), out.dtype(), f32_vector(w, C, op, "weight"),
-                      f32_vector(b, C, op, "bias"), N, C, eps, stream_);
+                      f32_vector(b, C, op, "bias"), N, C, eps, lane_->stream);
   after_op(op);
 }
 
@@ -495,7 +560,7 @@ void CudaBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, cons
   LB_CHECK((a.rope == kernels::SplitQkv::Rope::None && !a.norm) || C <= kernels::kSplitQkvMaxChannels,
            "split_qkv: qk-norm and RoPE support up to {} channels (heads x head_dim), got {}",
            kernels::kSplitQkvMaxChannels, C);
-  kernels::split_qkv(a, stream_);
+  kernels::split_qkv(a, lane_->stream);
   after_op(op);
 }
 
@@ -506,7 +571,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   check_on_device(k, op, "k");
   check_on_device(v, op, "v");
   check_on_device(out, op, "output");
-  attention_dense(q, k, v, groups, num_heads, head_dim, out, stream_);
+  attention_dense(q, k, v, groups, num_heads, head_dim, out, lane_->stream);
   after_op(op);
 }
 
@@ -533,7 +598,7 @@ void CudaBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
   const int64_t row_bytes = c.cols * static_cast<int64_t>(dtype_size(src.dtype()));
   kernels::copy_2d(bytes_at(dst, c.dst_offset * c.cols), c.dst_batch_stride * row_bytes,
                    bytes_at(src, c.src_offset * c.cols), c.src_batch_stride * row_bytes, c.rows * row_bytes, c.batches,
-                   stream_);
+                   lane_->stream);
   after_op(op);
 }
 
@@ -548,8 +613,8 @@ void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
   const int64_t n = rows_of(a, ca, op);
   LB_CHECK(rows_of(b, cb, op) == n && out.numel() == n * (ca + cb), "concat_cols: shapes differ");
   const int64_t es = static_cast<int64_t>(dtype_size(out.dtype()));
-  kernels::copy_2d(out.data(), (ca + cb) * es, a.data(), ca * es, ca * es, n, stream_);
-  kernels::copy_2d(bytes_at(out, ca), (ca + cb) * es, b.data(), cb * es, cb * es, n, stream_);
+  kernels::copy_2d(out.data(), (ca + cb) * es, a.data(), ca * es, ca * es, n, lane_->stream);
+  kernels::copy_2d(bytes_at(out, ca), (ca + cb) * es, b.data(), cb * es, cb * es, n, lane_->stream);
   after_op(op);
 }
 
@@ -559,7 +624,7 @@ void CudaBackend::add_broadcast(Tensor& x, const Tensor& y) {
   check_on_device(y, op, "y");
   const int64_t n = x.numel(), m = y.numel();
   LB_CHECK(m > 0 && n % m == 0, "add_broadcast: {} += {}", x.describe(), y.describe());
-  kernels::add_broadcast(x.data(), x.dtype(), n, y.data(), y.dtype(), m, stream_);
+  kernels::add_broadcast(x.data(), x.dtype(), n, y.data(), y.dtype(), m, lane_->stream);
   after_op(op);
 }
 
@@ -571,7 +636,7 @@ void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   check_same_dtype(a, out, op);
   check_same_dtype(b, out, op);
   LB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes differ");
-  kernels::add(a.data(), b.data(), out.data(), out.dtype(), out.numel(), stream_);
+  kernels::add(a.data(), b.data(), out.data(), out.dtype(), out.numel(), lane_->stream);
   after_op(op);
 }
 
@@ -580,7 +645,7 @@ void CudaBackend::relu(const Tensor& x, Tensor& out) {
   check_on_device(out, "relu", "output");
   check_same_dtype(x, out, "relu");
   LB_CHECK(x.numel() == out.numel(), "relu: shapes differ");
-  kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Relu, stream_);
+  kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Relu, lane_->stream);
   after_op("relu");
 }
 
@@ -589,7 +654,7 @@ void CudaBackend::silu(const Tensor& x, Tensor& out) {
   check_on_device(out, "silu", "output");
   check_same_dtype(x, out, "silu");
   LB_CHECK(x.numel() == out.numel(), "silu: shapes differ");
-  kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Silu, stream_);
+  kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Silu, lane_->stream);
   after_op("silu");
 }
 
@@ -607,7 +672,7 @@ void CudaBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tens
   const int64_t N = rows_of(xn, C, op);
   LB_CHECK(mod.numel() == N * 3 * C && residual.numel() == N * C && out.numel() == N * C,
            "adaln_modulate: shapes differ");
-  kernels::adaln_modulate(xn.data(), mod.data(), residual.data(), out.data(), xn.dtype(), N, C, stream_);
+  kernels::adaln_modulate(xn.data(), mod.data(), residual.data(), out.data(), xn.dtype(), N, C, lane_->stream);
   after_op(op);
 }
 
@@ -623,7 +688,7 @@ void CudaBackend::patchify(const Tensor& images, int patch, const std::array<flo
   const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * int64_t{patch} * patch;
   LB_CHECK(patches.numel() == s.n * gh * gw * row, "patchify: output {}", patches.describe());
   kernels::patchify(images.data_as<const float>(), s.n, s.h, s.w, patch, mean.data(), std.data(), patches.data(),
-                    patches.dtype(), stream_);
+                    patches.dtype(), lane_->stream);
   after_op(op);
 }
 
@@ -639,7 +704,7 @@ void CudaBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& map
   const int64_t B = tokens.numel() / (hw * C);
   LB_CHECK(maps.numel() == tokens.numel(), "tokens_to_nchw: output {}", maps.describe());
   LB_CHECK(B <= 65535 && hw <= 65535 * 32, "tokens_to_nchw: {} maps of {}x{} exceed the kernel's grid", B, h, w);
-  kernels::tokens_to_nchw(tokens.data(), maps.data(), tokens.dtype(), B, hw, C, stream_);
+  kernels::tokens_to_nchw(tokens.data(), maps.data(), tokens.dtype(), B, hw, C, lane_->stream);
   after_op(op);
 }
 
@@ -663,9 +728,9 @@ void CudaBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int 
   LB_CHECK(o.h == s.out_height() && o.w == s.out_width() && o.n == in.n,
            "conv2d: output {} does not match input {} (k {}, stride {}, pad {})", out.describe(), x.describe(), s.kernel,
            stride, pad);
-  conv_->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
+  lane_->conv->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
   if (const float* bias = f32_vector(b, o.c, op, "bias"))
-    kernels::add_channel_bias(out.data_as<float>(), bias, o.n, o.c, o.h * o.w, stream_);
+    kernels::add_channel_bias(out.data_as<float>(), bias, o.n, o.c, o.h * o.w, lane_->stream);
   after_op(op);
 }
 
@@ -694,10 +759,10 @@ void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tenso
   s.ldd = hw;
   s.ab_type = DType::F32;
   s.d_type = DType::F32;
-  float* y = scratch_->get_as<float>(okk * hw);
+  float* y = lane_->scratch->get_as<float>(okk * hw);
   for (int64_t n = 0; n < in.n; ++n) {
-    gemm_->matmul(s, x.data_as<const float>() + n * in.c * hw, w.data(), nullptr, y);
-    kernels::scatter_transposed_conv(y, bias, out.data_as<float>(), n, o.c, in.h, in.w, k, stream_);
+    lane_->gemm->matmul(s, x.data_as<const float>() + n * in.c * hw, w.data(), nullptr, y);
+    kernels::scatter_transposed_conv(y, bias, out.data_as<float>(), n, o.c, in.h, in.w, k, lane_->stream);
   }
   after_op(op);
 }
@@ -708,7 +773,7 @@ void CudaBackend::resize_bilinear(const Tensor& x, Tensor& out) {
   const Nchw o = nchw_of(out, op, "output");
   LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
   LB_CHECK(o.h * o.w == 0 || in.h * in.w > 0, "resize_bilinear: {} -> {}", x.describe(), out.describe());
-  kernels::resize_bilinear(x.data_as<const float>(), out.data_as<float>(), in.n * in.c, in.h, in.w, o.h, o.w, stream_);
+  kernels::resize_bilinear(x.data_as<const float>(), out.data_as<float>(), in.n * in.c, in.h, in.w, o.h, o.w, lane_->stream);
   after_op(op);
 }
 

@@ -7,11 +7,15 @@
 // CudaBackendOptions::allow_tf32 is false. Vectors (norm weights, biases,
 // LayerScale gains) and RoPE tables are float32 on every path.
 //
-// Execution: one non-default stream per backend; every op only enqueues work
-// on it and returns (no device synchronisation inside an op), so a frame
-// step can be captured into a CUDA graph once it has run once (the first
-// run sizes every scratch buffer and picks every cuBLASLt/cuDNN algorithm).
-// synchronize() and download() wait for the stream.
+// Execution: every op only enqueues work on a non-default stream and returns
+// (no device synchronisation inside an op), so a frame step can be captured
+// into a CUDA graph once it has run once (the first run sizes every scratch
+// buffer and picks every cuBLASLt/cuDNN algorithm). Ops go to the main
+// stream, or to a second one between begin_side_branch() and
+// end_side_branch(); each of the two has its own cuBLASLt and cuDNN
+// workspaces and float32 scratch (a "lane"), so a branch and the main work
+// can run at the same time. Transfers, graphs and KV caches use the main
+// stream. synchronize() and download() wait for the streams.
 //
 // Memory: tensors on Device::CUDA come from cudaMalloc (registered with
 // lingbot::register_device_allocator when the backend is made; the allocator
@@ -82,6 +86,10 @@ class CudaBackend final : public Backend {
   std::shared_ptr<void> end_capture() override;
   void replay(const std::shared_ptr<void>& graph) override;
 
+  void begin_side_branch() override;
+  void end_side_branch() override;
+  void join_side_branch() override;
+
   std::unique_ptr<kv::KvCache> make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                              const kv::TokenLayout& tokens, int num_blocks) override;
 
@@ -111,9 +119,9 @@ class CudaBackend final : public Backend {
   void resize_bilinear(const Tensor& x, Tensor& out) override;
 
   // ---- beyond the Backend interface (graph capture, tests, benchmarks) ----
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return main_.stream; }  // the main stream
   cublasLtHandle_t cublaslt_handle() const;
-  Gemm& gemm() { return *gemm_; }
+  Gemm& gemm() { return *main_.gemm; }
   const CudaBackendOptions& options() const { return options_; }
   // Refills the pinned staging buffer of `device` from `host` without
   // enqueueing the copy: for replaying a captured graph, whose copy node
@@ -127,17 +135,41 @@ class CudaBackend final : public Backend {
   void after_op(const char* op);  // error check / optional synchronisation
   // out[N, M] = x[N, K] w^T (+ bias) into `out` of `out_type`: the
   // weight-streaming kernel for float32 layers of a few rows, else cuBLASLt.
-  void product(const Tensor& x, const Tensor& w, const float* bias, void* out, DType out_type, int64_t N, int64_t K,
-               int64_t M);
+  void product(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, void* out, DType out_type,
+               int64_t N, int64_t K, int64_t M);
+  // A bfloat16 copy of a float32 bias, made on first use and kept: where
+  // cuBLASLt takes no float32 bias with a bfloat16 output, rounding it on
+  // the stream at every call cost a kernel per layer. The copy keeps a
+  // reference to the source, so its address cannot be reused for other
+  // values (biases are weights: never written after upload).
+  const void* rounded_bias(const Tensor& bias);
+  struct RoundedBias {
+    Tensor source;
+    Tensor rounded;
+  };
+
+  // A stream and what its ops need to themselves: cuBLASLt (workspace),
+  // cuDNN (workspace) and float32 scratch (products before their epilogue
+  // kernel, download conversions).
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    std::unique_ptr<Gemm> gemm;
+    std::unique_ptr<Conv> conv;
+    std::unique_ptr<DeviceScratch> scratch;
+  };
+  void make_lane(Lane& lane) const;
+  static void destroy_lane(Lane& lane) noexcept;
 
   CudaBackendOptions options_;
-  cudaStream_t stream_ = nullptr;
   std::string device_name_;
-  std::unique_ptr<Gemm> gemm_;
-  std::unique_ptr<Conv> conv_;
-  std::unique_ptr<DeviceScratch> scratch_;  // float32 products before their epilogue kernel, download conversions
+  Lane main_;
+  std::unique_ptr<Lane> side_;  // made by the first side branch
+  Lane* lane_ = &main_;         // where ops are enqueued now
+  cudaEvent_t fork_event_ = nullptr;
+  cudaEvent_t join_event_ = nullptr;
   std::map<const void*, std::unique_ptr<Staging>> staging_;  // by destination device pointer
   size_t staging_bytes_ = 0;
+  std::map<const void*, RoundedBias> rounded_biases_;  // by the float32 bias's address
 };
 
 }  // namespace lingbot::cuda

@@ -152,7 +152,8 @@ void Gemm::run(const Plan& plan, const void* a, const void* b, const void* bias,
                                  workspace_, kWorkspaceBytes, stream_));
 }
 
-void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const float* bias, void* d) {
+void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const float* bias, void* d,
+                  const void* bias_bf16) {
   LB_CHECK(s.ab_type == DType::F32 || s.ab_type == DType::BF16,
            "cuda backend: matrix products take float32 or bfloat16 inputs, got {}", dtype_name(s.ab_type));
   LB_CHECK(s.d_type == DType::F32 || (s.d_type == DType::BF16 && s.ab_type == DType::BF16),
@@ -184,8 +185,12 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
       return;
     }
   }
-  void* rounded = bias_bf16_.get(static_cast<size_t>(s.m) * 2);
-  kernels::convert(bias, DType::F32, rounded, DType::BF16, s.m, stream_);
+  const void* rounded = bias_bf16;
+  if (rounded == nullptr) {
+    void* scratch = bias_bf16_.get(static_cast<size_t>(s.m) * 2);
+    kernels::convert(bias, DType::F32, scratch, DType::BF16, s.m, stream_);
+    rounded = scratch;
+  }
   key.bias = BiasKind::BF16;
   key.align_bias = alignment_of(rounded);
   const Plan* plan = find_plan(key, rounded);
@@ -194,7 +199,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
 }
 
 void Gemm::linear(const void* x, const void* w, const float* bias, void* out, int64_t rows, int64_t in_f, int64_t out_f,
-                  DType in_type, DType out_type) {
+                  DType in_type, DType out_type, const void* bias_bf16) {
   // Row-major out[rows, out_f] is column-major D = out^T (out_f x rows, ld out_f):
   //   out^T = w x^T, with w (row-major [out_f, in_f]) seen column-major as in_f x out_f
   //   (hence transposed) and x (row-major [rows, in_f]) column-major as in_f x rows.
@@ -210,7 +215,7 @@ void Gemm::linear(const void* x, const void* w, const float* bias, void* out, in
   s.ldd = out_f;
   s.ab_type = in_type;
   s.d_type = out_type;
-  matmul(s, w, x, bias, out);
+  matmul(s, w, x, bias, out, bias_bf16);
 }
 
 }  // namespace lingbot::cuda

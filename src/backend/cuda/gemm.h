@@ -57,9 +57,13 @@ class Gemm {
   // x and w of `in_type` (F32 or BF16); out of `out_type` (BF16 inputs: BF16 or F32;
   // F32 inputs: F32); bias float32 or null.
   void linear(const void* x, const void* w, const float* bias, void* out, int64_t rows, int64_t in_f, int64_t out_f,
-              DType in_type, DType out_type);
+              DType in_type, DType out_type, const void* bias_bf16 = nullptr);
   // The general product (bias: float32 [m] or null).
-  void matmul(const MatmulShape& shape, const void* a, const void* b, const float* bias, void* d);
+  // bias_bf16: null, or the bias already rounded to bfloat16 (a constant
+  // copy the caller keeps), used where the bias must be rounded instead of
+  // rounding it again on the stream at every call.
+  void matmul(const MatmulShape& shape, const void* a, const void* b, const float* bias, void* d,
+              const void* bias_bf16 = nullptr);
 
   cublasLtHandle_t handle() const { return handle_; }
   cudaStream_t stream() const { return stream_; }
