@@ -232,10 +232,14 @@ int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
     }
     return 1;
   }
-  // Warp kernel: aim for 32 warps per SM; few queries (the camera head) split
-  // their many keys.
-  constexpr int64_t kMaxSplits = 256;
-  const int64_t target = int64_t{info.sms} * 32;
+  // Warp kernel: aim for 8 warps per SM; few queries (the camera head) split
+  // their keys, into at most kMaxWarpSplits parts. (The key count is not
+  // known here: a captured graph replays the same split count while the
+  // camera head's cache grows by a token per frame, from a few tokens to
+  // thousands. 32 parts keep the combine pass small while there are few
+  // keys and give ~300 keys per warp at 10,000 frames.)
+  constexpr int64_t kMaxSplits = kMaxWarpSplits;
+  const int64_t target = int64_t{info.sms} * 8;
   const int64_t items = nq * num_heads;
   return static_cast<int>(std::clamp<int64_t>((target + items - 1) / items, 1, kMaxSplits));
 }

@@ -6,6 +6,7 @@
 // under nvcc, so errors a user can cause are caught in attention.cpp.
 #include "backend/cuda/attention_kernels.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 
 #include <cuda_bf16.h>
 
@@ -167,6 +168,11 @@ __global__ void __launch_bounds__(kWarpThreads) attention_warp_kernel(AttentionA
 // ---- combine: merge the splits' normalised partials by their log-sum-exp ----
 //   out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),  M = max_s lse_s
 // An empty split has lse = -inf and weight 0; no keys at all gives 0.
+// One warp per (query row, head, 32 dims): the lanes share the maximum, the
+// weights and the denominator (warp reductions and shuffles over the
+// splits), and each sums its dim over every split, so a few rows with many
+// splits (the camera head: 16 heads, up to kMaxWarpSplits) still spread over
+// many warps and their loads stay coalesced (32 consecutive dims).
 
 constexpr int kCombineThreads = 256;
 
@@ -174,23 +180,36 @@ template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* part_o, const float* part_lse, int32_t splits, int64_t rows_heads,
                              int32_t head_dim, T* out) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int chunks = (head_dim + 31) / 32;
   const int64_t total = rows_heads * head_dim;
-  for (int64_t e = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; e < total;
-       e += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ih = e / head_dim;  // (query row, head)
+  const int64_t warps = rows_heads * chunks;
+  for (int64_t w = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; w < warps;
+       w += int64_t{gridDim.x} * blockDim.x / 32) {  // uniform per warp: the shuffles see all 32 lanes
+    const int64_t ih = w / chunks;                     // (query row, head)
+    const int d = static_cast<int>(w % chunks) * 32 + lane;
+    const bool active = d < head_dim;
+    const int64_t e = ih * head_dim + (active ? d : 0);  // lanes past head_dim read dim 0 and store nothing
     float mx = -INFINITY;
-    for (int32_t s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[s * rows_heads + ih]);
+    for (int32_t s = lane; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * rows_heads + ih]);
+    mx = warp_max(mx);
     if (mx == -INFINITY) {
-      out[e] = attn::from_f32<T>(0.f);
+      if (active) out[e] = attn::from_f32<T>(0.f);
       continue;
     }
+    // 32 splits at a time: lane j weighs split s0 + j, and every lane takes
+    // the weights from the others by shuffle, so the loop over splits only
+    // loads partial outputs (independent loads, unrolled).
     float num = 0.f, den = 0.f;
-    for (int32_t s = 0; s < splits; ++s) {
-      const float w = attn::fast_exp2(part_lse[s * rows_heads + ih] - mx);
-      den += w;
-      num = fmaf(w, part_o[s * total + e], num);
+    for (int32_t s0 = 0; s0 < splits; s0 += 32) {
+      const float own = s0 + lane < splits ? attn::fast_exp2(part_lse[(s0 + lane) * rows_heads + ih] - mx) : 0.f;
+      den += own;
+      const int n = min(32, splits - s0);
+#pragma unroll 8
+      for (int j = 0; j < n; ++j) num = fmaf(__shfl_sync(0xffffffffu, own, j), part_o[(s0 + j) * total + e], num);
     }
-    out[e] = attn::from_f32<T>(num / den);
+    den = warp_sum(den);
+    if (active) out[e] = attn::from_f32<T>(num / den);
   }
 }
 
@@ -235,8 +254,8 @@ void launch_attention(AttentionKernel kernel, const AttentionArgs<T>& a, const K
       break;
   }
   if (a.splits > 1) {
-    const int64_t total = items * a.head_dim;
-    const unsigned blocks = std::min<unsigned>(blocks_for(total, kCombineThreads), 65535u);
+    const int64_t warps = items * ((a.head_dim + 31) / 32);
+    const unsigned blocks = std::min<unsigned>(blocks_for(warps * 32, kCombineThreads), 65535u);
     attention_combine_kernel<T><<<blocks, kCombineThreads, 0, stream>>>(a.part_o, a.part_lse, a.splits, items,
                                                                         a.head_dim, a.out);
     LB_CUDA_CHECK_LAUNCH();

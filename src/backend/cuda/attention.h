@@ -79,5 +79,7 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
 // the current device.
 AttentionKernel attention_auto_kernel(DType dtype, int head_dim);
 int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads);
+// The most key splits attention_paged_splits picks for the warp kernel.
+inline constexpr int kMaxWarpSplits = 32;
 
 }  // namespace lingbot::cuda

@@ -105,6 +105,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // ---- activations (the same float formulas as backend/cpu/cpu_layers.cpp) --
 
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
@@ -115,11 +121,26 @@ __device__ __forceinline__ float relu(float x) { return x > 0.0f ? x : 0.0f; }
 
 constexpr int kThreads = 256;
 
+// Grid-stride kernels launch at most this many blocks: ~30 per SM of an H200
+// keep every SM busy, while one block per handful of elements (the DPT head's
+// full-resolution passes: ~100,000 blocks) made block scheduling the limit.
+inline constexpr int64_t kMaxGridStrideBlocks = 4096;
+
 // Blocks for a grid-stride loop over `items` work items of one thread each.
-// Capped: the loops stride over the rest, and 2^20 blocks fill any GPU.
+// Capped: the loops stride over the rest.
 inline unsigned grid_for(int64_t items, int threads = kThreads) {
   const int64_t blocks = (items + threads - 1) / threads;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{1} << 20));
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxGridStrideBlocks));
+}
+
+// A grid for work laid out as rows of `cols` contiguous elements, where
+// something per row (a bias, a source row) is worked out once: blockIdx.y
+// strides over rows, blockIdx.x and threadIdx.x over the columns, with no
+// 64-bit division or modulo per element.
+inline dim3 rows_grid(int64_t rows, int64_t cols, int threads = kThreads) {
+  const int64_t gx = std::clamp<int64_t>((cols + threads - 1) / threads, 1, kMaxGridStrideBlocks);
+  const int64_t gy = std::clamp<int64_t>(rows, 1, std::max<int64_t>(1, kMaxGridStrideBlocks / gx));
+  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
 }
 
 // ---- host-side dispatch on the element type --------------------------------

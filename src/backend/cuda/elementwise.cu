@@ -85,11 +85,14 @@ __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
   for (int64_t e = scalar_from + i; e < n; e += stride) out[e] = from_float<T>(to_float(a[e]) + to_float(b[e]));
 }
 
-// x[i] += y[i % m]
+// x[r, c] += y[c] for x seen as [rows, m] (rows_grid).
 template <typename X, typename Y>
-__global__ void add_broadcast_kernel(X* x, int64_t n, const Y* y, int64_t m) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    x[i] = from_float<X>(to_float(x[i]) + to_float(y[i % m]));
+__global__ void add_broadcast_kernel(X* x, int64_t rows, const Y* y, int64_t m) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    X* xr = x + r * m;
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < m; c += int64_t{gridDim.x} * blockDim.x)
+      xr[c] = from_float<X>(to_float(xr[c]) + to_float(y[c]));
+  }
 }
 
 // mod [rows, 3 * cols] = [shift | scale | gate] per row.
@@ -138,9 +141,14 @@ __global__ void residual_kernel(T* residual, const float* y, const float* gamma,
   }
 }
 
-__global__ void channel_bias_kernel(float* x, const float* bias, int64_t n, int64_t channels, int64_t plane) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    x[i] += bias[(i / plane) % channels];
+// x[b, ch, :] += bias[ch]; rows (b, ch) of `plane` elements (rows_grid).
+__global__ void channel_bias_kernel(float* x, const float* bias, int64_t rows, int64_t channels, int64_t plane) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    float* xr = x + r * plane;
+    const float v = bias[r % channels];
+    for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < plane; c += int64_t{gridDim.x} * blockDim.x)
+      xr[c] += v;
+  }
 }
 
 }  // namespace
@@ -205,7 +213,8 @@ void add_broadcast(void* x, DType x_type, int64_t n, const void* y, DType y_type
     dispatch_float(y_type, "add_broadcast", [&](auto yt) {
       using X = decltype(xt);
       using Y = decltype(yt);
-      add_broadcast_kernel<X, Y><<<grid_for(n), kThreads, 0, stream>>>(static_cast<X*>(x), n, static_cast<const Y*>(y), m);
+      add_broadcast_kernel<X, Y><<<rows_grid(n / m, m), kThreads, 0, stream>>>(static_cast<X*>(x), n / m,
+                                                                               static_cast<const Y*>(y), m);
     });
   });
   LB_CUDA_CHECK_LAUNCH();
@@ -243,7 +252,8 @@ void add_channel_bias(float* x, const float* bias, int64_t batches, int64_t chan
                       cudaStream_t stream) {
   const int64_t n = batches * channels * plane;
   if (n == 0) return;
-  channel_bias_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, bias, n, channels, plane);
+  channel_bias_kernel<<<rows_grid(batches * channels, plane), kThreads, 0, stream>>>(x, bias, batches * channels,
+                                                                                    channels, plane);
   LB_CUDA_CHECK_LAUNCH();
 }
 

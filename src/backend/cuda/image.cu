@@ -47,22 +47,26 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
 // align_corners=True. The same float arithmetic as the CPU backend: source
 // coordinate = scale * dst in float, the lower neighbour by truncation,
 // weights l and 1 - l.
+// One output row (plane, oy) per blockIdx.y step (rows_grid): the row's
+// source rows and vertical weight once, then the columns.
 __global__ void resize_bilinear_kernel(const float* x, float* out, int64_t planes, int64_t ih, int64_t iw, int64_t oh,
                                        int64_t ow, float scale_h, float scale_w) {
-  const int64_t n = planes * oh * ow;
-  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t plane = o / (oh * ow), oy = (o / ow) % oh, ox = o % ow;
+  for (int64_t row = blockIdx.y; row < planes * oh; row += gridDim.y) {
+    const int64_t plane = row / oh, oy = row - plane * oh;
     const float sy = scale_h * static_cast<float>(oy);
     const int64_t y0 = min(static_cast<int64_t>(sy), ih - 1);
     const int64_t y1 = min(y0 + 1, ih - 1);
     const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
-    const float sx = scale_w * static_cast<float>(ox);
-    const int64_t x0 = min(static_cast<int64_t>(sx), iw - 1);
-    const int64_t x1 = min(x0 + 1, iw - 1);
-    const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
     const float* r0 = x + (plane * ih + y0) * iw;
     const float* r1 = x + (plane * ih + y1) * iw;
-    out[o] = hy * (hx * r0[x0] + lx * r0[x1]) + ly * (hx * r1[x0] + lx * r1[x1]);
+    float* o = out + row * ow;
+    for (int64_t ox = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; ox < ow; ox += int64_t{gridDim.x} * blockDim.x) {
+      const float sx = scale_w * static_cast<float>(ox);
+      const int64_t x0 = min(static_cast<int64_t>(sx), iw - 1);
+      const int64_t x1 = min(x0 + 1, iw - 1);
+      const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
+      o[ox] = hy * (hx * r0[x0] + lx * r0[x1]) + ly * (hx * r1[x0] + lx * r1[x1]);
+    }
   }
 }
 
@@ -101,7 +105,8 @@ void resize_bilinear(const float* x, float* out, int64_t planes, int64_t ih, int
   // As the CPU backend: (in - 1) / (out - 1) in float, 0 for a single output row/column.
   const float scale_h = oh > 1 ? static_cast<float>(ih - 1) / static_cast<float>(oh - 1) : 0.0f;
   const float scale_w = ow > 1 ? static_cast<float>(iw - 1) / static_cast<float>(ow - 1) : 0.0f;
-  resize_bilinear_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, out, planes, ih, iw, oh, ow, scale_h, scale_w);
+  resize_bilinear_kernel<<<rows_grid(planes * oh, ow), kThreads, 0, stream>>>(x, out, planes, ih, iw, oh, ow, scale_h,
+                                                                              scale_w);
   LB_CUDA_CHECK_LAUNCH();
 }
 
