@@ -12,6 +12,7 @@
 //   - stats: as the CPU stores report them (bytes scaled to the dtype).
 #include "backend/cpu/attention.h"
 #include "backend/cuda/cuda_kv_cache.h"
+#include "backend/cuda/kv_append.h"
 #include "kv/kv_cache.h"
 
 #include "attention_test_support.h"
@@ -27,6 +28,21 @@ using namespace lingbot;
 using namespace lingbot::cuda;
 namespace ct = lingbot::cuda::test;
 namespace kvt = lingbot::kv::test;
+
+// Host only (runs without a GPU). The append's copy unit is the common
+// alignment of the row size and the two source addresses, at most 16 bytes.
+// Device allocations aligned to 2 GiB or more once made it negative (the
+// lowest set bit taken as an int), and append refused aligned tensors
+// (round 19, a 7824-row scale step at 0x7fcd80000000).
+TEST(CudaKvAppend, UnitIsTheCommonAlignmentOfRowsAndAddresses) {
+  EXPECT_EQ(kv_append_unit_bytes(2048, 0x7fcd80000000u, 0x7fccac000000u), 16);  // 2 GiB-aligned k
+  EXPECT_EQ(kv_append_unit_bytes(2048, uintptr_t{1} << 32, uintptr_t{1} << 40), 16);
+  EXPECT_EQ(kv_append_unit_bytes(2048, 0x1000, 0x1008), 8);
+  EXPECT_EQ(kv_append_unit_bytes(2048, 0x1004, 0x1000), 4);
+  EXPECT_EQ(kv_append_unit_bytes(6, 0x1000, 0x1000), 2);  // rows of 3 bfloat16
+  EXPECT_EQ(kv_append_unit_bytes(2048, 0x1001, 0x1000), 1);
+  EXPECT_EQ(kv_append_unit_bytes(0, 0, 0), 16);
+}
 
 namespace {
 

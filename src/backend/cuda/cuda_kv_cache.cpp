@@ -24,8 +24,6 @@ int32_t dense_pages_per_chunk(const kv::CacheConfig& config, const kv::TokenLayo
   return static_cast<int32_t>(std::clamp<int64_t>(kDenseChunkBytes / page_bytes_f32, 1, 64));
 }
 
-int lowest_bit(int64_t x) { return x == 0 ? 16 : static_cast<int>(x & -x); }
-
 }  // namespace
 
 std::unique_ptr<kv::KvCache> make_cuda_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
@@ -164,11 +162,10 @@ void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
   if (!dtype_) dtype_ = k.dtype();
   if (!step_uploaded_) upload_step();
 
-  const auto k_addr = reinterpret_cast<uintptr_t>(k.data());
-  const auto v_addr = reinterpret_cast<uintptr_t>(v.data());
-  const int unit = std::min({16, lowest_bit(row_bytes()), lowest_bit(static_cast<int64_t>(k_addr)),
-                             lowest_bit(static_cast<int64_t>(v_addr))});
-  LB_CHECK(unit >= 2, "kv cache: append: k/v must be at least 2-byte aligned");
+  const int unit = kv_append_unit_bytes(row_bytes(), reinterpret_cast<uintptr_t>(k.data()),
+                                        reinterpret_cast<uintptr_t>(v.data()));
+  LB_CHECK(unit >= 2, "kv cache: append: k {} at {} and v {} at {} must be at least 2-byte aligned (block {})",
+           k.describe(), k.data(), v.describe(), v.data(), block);
   launch_kv_append(table_.device(), block, k.data(), v.data(), unit, stream_);
   steps_.mark_appended(block);
 }

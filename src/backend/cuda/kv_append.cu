@@ -66,4 +66,11 @@ void launch_kv_append(const KvTableHeader* table, int block, const void* k, cons
   }
 }
 
+int kv_append_unit_bytes(int64_t row_bytes, uintptr_t k, uintptr_t v) {
+  // The lowest set bit of the three, capped at 16. (Computed in 64 bits: an
+  // address aligned to 2 GiB or more has its lowest set bit beyond int.)
+  const uint64_t bits = static_cast<uint64_t>(row_bytes) | k | v | 16u;
+  return static_cast<int>(bits & (~bits + 1));
+}
+
 }  // namespace lingbot::cuda

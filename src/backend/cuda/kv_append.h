@@ -20,4 +20,8 @@ namespace lingbot::cuda {
 void launch_kv_append(const KvTableHeader* table, int block, const void* k, const void* v, int unit_bytes,
                       cudaStream_t stream);
 
+// The largest unit (16, 8, 4, 2 or 1 bytes) that divides row_bytes and both
+// addresses: what launch_kv_append may move at a time.
+int kv_append_unit_bytes(int64_t row_bytes, uintptr_t k, uintptr_t v);
+
 }  // namespace lingbot::cuda
