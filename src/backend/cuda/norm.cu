@@ -96,8 +96,9 @@ __global__ void layer_norm_kernel(const TI* x, TO* out, const float* w, const fl
 // aggregator's 1024, the camera head's 2048): each lane loads its groups of 8
 // once, all loads in flight together, and the three passes above run on
 // registers. Same arithmetic as layer_norm_kernel (float32, two-pass
-// variance); measured 7.2 us against ~3 us expected from DRAM bandwidth
-// for 978 x 1024 with the three-pass kernel (round 17).
+// variance). 978 x 1024, float32 in, bf16 out, on the H200 (Nsight Compute,
+// rounds 17 and 19): 7.2 us with the three-pass kernel, 6.4 us with this
+// one, still about twice what the bytes moved need.
 template <typename TI, typename TO, int kGroups>
 __global__ void layer_norm_cached_kernel(const TI* x, TO* out, const float* w, const float* b, int64_t rows,
                                          int64_t cols, float eps) {
@@ -273,7 +274,8 @@ __global__ void split_qkv_kernel(SplitQkv a) {
 // one shuffle: in the half-split layout element i pairs with i +- 16 (lane
 // l ^ 8); in the interleaved layout the pair is the lane's own two elements.
 // No shared memory, no block barrier: the generic kernel above staged whole
-// tokens and took ~4x longer for this shape.
+// tokens; for 978 tokens x 16 heads on the H200 it took 21.5 us, this one
+// 10.1 us (Nsight Compute, rounds 17 and 19).
 constexpr int kSplit64Dim = 64;
 
 template <typename T>
