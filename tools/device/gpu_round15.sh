@@ -10,7 +10,6 @@ set -uo pipefail
 ROUND=r15
 source tools/device/round_lib.sh
 round_begin
-keep() { cp "$S" "$REAL_OUT/summary_partial.txt"; }
 round_deps
 round_build lingbot-map cuda_tests cuda_ops_bench
 reference_start

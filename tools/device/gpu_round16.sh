@@ -13,7 +13,6 @@ set -uo pipefail
 ROUND=r16
 source tools/device/round_lib.sh
 round_begin
-keep() { cp "$S" "$REAL_OUT/summary_partial.txt"; }
 round_deps
 round_build lingbot-map cuda_tests attention_cuda_bench
 reference_start

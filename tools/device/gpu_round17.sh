@@ -8,7 +8,6 @@ set -uo pipefail
 ROUND=r17
 source tools/device/round_lib.sh
 round_begin
-keep() { cp "$S" "$REAL_OUT/summary_partial.txt"; }
 round_deps
 round_build lingbot-map cuda_tests
 reference_start
@@ -23,13 +22,5 @@ bench nodense --frames 200 --no-dense
 keep
 wait $REF; tail -1 $R/upstream_ref.log | tee -a $S
 official_parity; keep
-log "kernel profile of one streaming frame (ncu, serialised, warm-up skipped)"
-timeout 200 ncu --clock-control none --launch-skip 7000 --metrics gpu__time_duration.sum --csv --page raw \
-  $B/bin/lingbot-map bench --device cuda --height 378 --width 504 --frames 10 > $R/ncu.csv 2> $R/ncu.err
-echo "rc=$?" | tee -a $S; tail -2 $R/ncu.err | tee -a $S
-python3 tools/device/kernel_profile.py $R/ncu.csv > $R/kernel_profile.txt 2>&1
-head -70 $R/kernel_profile.txt | cut -c1-170 | tee -a $S
-cp $R/kernel_profile.txt $R/ncu.csv.sequence.txt "$REAL_OUT/" 2>/dev/null
-gzip -c $R/ncu.csv > "$REAL_OUT/ncu.csv.gz"
-rm -f $R/ncu.csv
+kernel_profile 200
 log done

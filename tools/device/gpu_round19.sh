@@ -14,7 +14,6 @@ set -uo pipefail
 ROUND=r19
 source tools/device/round_lib.sh
 round_begin
-keep() { cp "$S" "$REAL_OUT/summary_partial.txt"; }
 round_deps
 round_build lingbot-map cuda_tests attention_cuda_bench
 reference_start
@@ -36,13 +35,5 @@ official_parity; keep
 upstream_profile; keep
 log "ours again after upstream"
 bench full2 --frames 200; keep
-log "kernel profile of one streaming frame (ncu, serialised, warm-up skipped)"
-timeout 110 ncu --clock-control none --launch-skip 7000 --metrics gpu__time_duration.sum --csv --page raw \
-  $B/bin/lingbot-map bench --device cuda --height 378 --width 504 --frames 10 > $R/ncu.csv 2> $R/ncu.err
-echo "rc=$?" | tee -a $S
-python3 tools/device/kernel_profile.py $R/ncu.csv > $R/kernel_profile.txt 2>&1
-head -12 $R/kernel_profile.txt | cut -c1-170 | tee -a $S
-cp $R/kernel_profile.txt $R/ncu.csv.sequence.txt "$REAL_OUT/" 2>/dev/null
-gzip -c $R/ncu.csv > "$REAL_OUT/ncu.csv.gz"
-rm -f $R/ncu.csv
+kernel_profile 110
 log done

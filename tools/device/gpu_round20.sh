@@ -7,7 +7,6 @@ set -uo pipefail
 ROUND=r20
 source tools/device/round_lib.sh
 round_begin
-keep() { cp "$S" "$REAL_OUT/summary_partial.txt"; }
 round_deps
 round_build lingbot-map
 bench sync --frames 200 --pipeline-depth 0; keep

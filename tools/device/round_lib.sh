@@ -10,6 +10,10 @@
 #   bench NAME ARGS...     lingbot-map bench at 378 x 504, last lines to $S
 #   upstream_profile       upstream's gct_profile (SDPA, bf16, eager), 200 frames
 #   official_parity        our bf16 run on the reference frames vs upstream fp32
+#   keep                   copy the summary so far to $OUT (kept if the call is cut off)
+#   kernel_profile SECS    one streaming frame's kernels timed one by one under
+#                          Nsight Compute (warm-up stream skipped), grouped by
+#                          kernel_profile.py; the CSV gzipped to $OUT
 export PYTHONPATH=$PWD/.upstream:$PWD/tools/reference PYTHONUNBUFFERED=1
 B=$PWD/build-device
 
@@ -59,4 +63,18 @@ official_parity() {
   timeout 60 "$B/bin/lingbot-map" run --model /tmp/official.pt --images /tmp/frames --image-size 504 --device cuda \
     --out /tmp/ours_gpu > "$R/ours_run.log" 2>&1; tail -1 "$R/ours_run.log" | cut -c1-200 | tee -a "$S"
   python3 tools/reference/compare_outputs.py /tmp/ours_gpu/predictions.npz /tmp/ref.npz 2>&1 | tee -a "$S"
+}
+
+keep() { cp "$S" "$REAL_OUT/summary_partial.txt"; }
+
+kernel_profile() {  # seconds
+  log "kernel profile of one streaming frame (ncu, serialised, warm-up skipped)"
+  timeout "$1" ncu --clock-control none --launch-skip 7000 --metrics gpu__time_duration.sum --csv --page raw \
+    "$B/bin/lingbot-map" bench --device cuda --height 378 --width 504 --frames 10 > "$R/ncu.csv" 2> "$R/ncu.err"
+  echo "rc=$?" | tee -a "$S"
+  python3 tools/device/kernel_profile.py "$R/ncu.csv" > "$R/kernel_profile.txt" 2>&1
+  head -45 "$R/kernel_profile.txt" | cut -c1-170 | tee -a "$S"
+  cp "$R/kernel_profile.txt" "$R/ncu.csv.sequence.txt" "$REAL_OUT/" 2>/dev/null
+  gzip -c "$R/ncu.csv" > "$REAL_OUT/ncu.csv.gz"
+  rm -f "$R/ncu.csv"
 }
