@@ -188,14 +188,17 @@ TEST(CudaAttentionDense, RejectsBadArguments) {
   EXPECT_THROW(attention_dense(big, big, big, 1, 1, 512, big_out, nullptr), Error);         // head_dim > 256
 }
 
+// Shapes for the Hopper kernels: tiny and odd groups, one frame, 8 frames.
+const DenseCase kHopperCases[] = {DenseCase{1, 1, 1, 64, DType::BF16}, DenseCase{3, 37, 2, 64, DType::BF16},
+                                  DenseCase{2, 129, 2, 64, DType::BF16}, DenseCase{1, 978, 16, 64, DType::BF16},
+                                  DenseCase{8, 978, 16, 64, DType::BF16}};
+
 // The sm_90a wgmma v1 kernel (attention_wgmma.cu), on Hopper only.
 TEST(CudaAttentionWgmma, DenseShapes) {
   LB_REQUIRE_GPU();
   if (!ct::hopper()) GTEST_SKIP() << "the wgmma kernel runs on Hopper (sm_90) only";
   std::mt19937 rng(404);
-  for (const DenseCase& c : {DenseCase{1, 1, 1, 64, DType::BF16}, DenseCase{3, 37, 2, 64, DType::BF16},
-                             DenseCase{2, 129, 2, 64, DType::BF16}, DenseCase{1, 978, 16, 64, DType::BF16},
-                             DenseCase{8, 978, 16, 64, DType::BF16}}) {
+  for (const DenseCase& c : kHopperCases) {
     run_case(c, rng, AttentionKernel::Wgmma);
   }
 }
@@ -205,9 +208,7 @@ TEST(CudaAttentionWgmmaWs, DenseShapes) {
   LB_REQUIRE_GPU();
   if (!ct::hopper()) GTEST_SKIP() << "the wgmma-ws kernel runs on Hopper (sm_90) only";
   std::mt19937 rng(405);
-  for (const DenseCase& c : {DenseCase{1, 1, 1, 64, DType::BF16}, DenseCase{3, 37, 2, 64, DType::BF16},
-                             DenseCase{2, 129, 2, 64, DType::BF16}, DenseCase{1, 978, 16, 64, DType::BF16},
-                             DenseCase{8, 978, 16, 64, DType::BF16}}) {
+  for (const DenseCase& c : kHopperCases) {
     run_case(c, rng, AttentionKernel::WgmmaWs);
   }
 }

@@ -307,36 +307,34 @@ TEST(CudaAttentionPaged, SplitChoiceFillsTheGpu) {
   ::testing::Test::RecordProperty("splits_978x16", splits);
 }
 
-// The sm_90a wgmma v1 kernel (attention_wgmma.cu), on Hopper only: the
-// full window, odd pages, and needles.
-TEST(CudaAttentionWgmma, PagedShapes) {
-  LB_REQUIRE_GPU();
-  if (!ct::hopper()) GTEST_SKIP() << "the wgmma kernel runs on Hopper (sm_90) only";
-  g_only = AttentionKernel::Wgmma;
-  std::mt19937 rng(15);
+namespace {
+
+// A Hopper kernel (sm_90a) pinned for the full window, odd pages, and needles.
+void check_hopper_kernel(AttentionKernel kernel, const std::string& name, unsigned seed) {
+  g_only = kernel;
+  std::mt19937 rng(seed);
   auto full = make_fixture(76, 972, 16, 64, 1, DType::BF16, random_pages(76, 73, rng), 600, rng);
-  check_all(*full, 0, 978, 16, rng, "wgmma full window 978 x 70584");
+  check_all(*full, 0, 978, 16, rng, name + " full window 978 x 70584");
   auto odd = make_fixture(40, 37, 2, 64, 2, DType::BF16, random_pages(40, 37, rng), 5, rng);
-  check_all(*odd, 1, 129, 48, rng, "wgmma pages of 37");
+  check_all(*odd, 1, 129, 48, rng, name + " pages of 37");
   auto one = make_fixture(3, 1, 2, 64, 2, DType::BF16, random_pages(3, 1, rng), 1, rng);
-  check_all(*one, 1, 5, 48, rng, "wgmma one key");
+  check_all(*one, 1, 5, 48, rng, name + " one key");
   check_needles(rng);
   g_only = AttentionKernel::Auto;
 }
 
-// The warp-specialised sm_90a kernel (attention_wgmma_ws.cu), on Hopper only: the
-// full window, odd pages, and needles.
+}  // namespace
+
+// The wgmma v1 kernel (attention_wgmma.cu), on Hopper only.
+TEST(CudaAttentionWgmma, PagedShapes) {
+  LB_REQUIRE_GPU();
+  if (!ct::hopper()) GTEST_SKIP() << "the wgmma kernel runs on Hopper (sm_90) only";
+  check_hopper_kernel(AttentionKernel::Wgmma, "wgmma", 15);
+}
+
+// The warp-specialised kernel (attention_wgmma_ws.cu), on Hopper only.
 TEST(CudaAttentionWgmmaWs, PagedShapes) {
   LB_REQUIRE_GPU();
   if (!ct::hopper()) GTEST_SKIP() << "the wgmma-ws kernel runs on Hopper (sm_90) only";
-  g_only = AttentionKernel::WgmmaWs;
-  std::mt19937 rng(16);
-  auto full = make_fixture(76, 972, 16, 64, 1, DType::BF16, random_pages(76, 73, rng), 600, rng);
-  check_all(*full, 0, 978, 16, rng, "wgmma-ws full window 978 x 70584");
-  auto odd = make_fixture(40, 37, 2, 64, 2, DType::BF16, random_pages(40, 37, rng), 5, rng);
-  check_all(*odd, 1, 129, 48, rng, "wgmma-ws pages of 37");
-  auto one = make_fixture(3, 1, 2, 64, 2, DType::BF16, random_pages(3, 1, rng), 1, rng);
-  check_all(*one, 1, 5, 48, rng, "wgmma-ws one key");
-  check_needles(rng);
-  g_only = AttentionKernel::Auto;
+  check_hopper_kernel(AttentionKernel::WgmmaWs, "wgmma-ws", 16);
 }

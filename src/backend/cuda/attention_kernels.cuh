@@ -10,6 +10,7 @@
 #pragma once
 
 #include "backend/cuda/attention_launch.h"
+#include "backend/cuda/cuda_check.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -152,6 +153,33 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// P of a key tile (the lane's wgmma accumulator registers of S, 4 per
+// 8-key atom, exponentiated in place) packed into the A fragments of
+// O += P V: k-step kk covers keys 16 kk .. 16 kk + 15, i.e. atoms 2 kk and
+// 2 kk + 1. Shared by the two warpgroup-MMA kernels (wgmma v1, wgmma-ws).
+template <int kKSteps>
+__device__ __forceinline__ void pack_p_fragments(const float (&s)[8 * kKSteps], uint32_t (&pa)[kKSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKSteps; ++kk) {
+    pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
+    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);  // atom 2kk, row lr + 8
+    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // atom 2kk + 1, row lr
+    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // atom 2kk + 1, row lr + 8
+  }
+}
+
+// Opts a kernel into more than 48 KiB of dynamic shared memory, once per
+// kernel (a function attribute, not a stream operation: fine while a graph
+// is being captured). Host code.
+template <auto kKernel>
+void allow_dynamic_smem(int bytes) {
+  static const bool done = [bytes] {
+    LB_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)done;
 }
 
 // ---- a warp's 16 query rows in the tensor-core fragment layouts ----------

@@ -200,13 +200,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
     pin_registers(pa);
 #pragma unroll
     for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
-      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);  // atom 2kk, row lr + 8
-      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // atom 2kk + 1, row lr
-      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // atom 2kk + 1, row lr + 8
-    }
+    pack_p_fragments<4>(s, pa);
   }
   if (n_tiles > 0) {  // the last tile's O += P V
     pin_registers(o);
@@ -225,22 +219,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
 
 }  // namespace
 
-// Opts the kernel into more than 48 KiB of dynamic shared memory, once per
-// instantiation (a function attribute, not a stream operation: fine while a
-// graph is being captured).
-template <typename Keys>
-void allow_dynamic_smem() {
-  static const bool done = [] {
-    LB_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_kernel<Keys>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       kSmemBytes));
-    return true;
-  }();
-  (void)done;
-}
-
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  allow_dynamic_smem<Keys>();
+  allow_dynamic_smem<attention_wgmma_kernel<Keys>>(kSmemBytes);
   attention_wgmma_kernel<Keys><<<tensor_core_grid(args), kThreads, kSmemBytes, stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
 }
@@ -252,7 +233,7 @@ template void launch_attention_wgmma<PagedKeys<bf16>>(const AttentionArgs<bf16>&
 
 int attention_wgmma_ctas_per_sm() {
   static thread_local OccupancyCache cache;
-  allow_dynamic_smem<PagedKeys<bf16>>();  // the query must see the kernel's shared-memory allowance
+  allow_dynamic_smem<attention_wgmma_kernel<PagedKeys<bf16>>>(kSmemBytes);  // the query must see the allowance
   return resident_ctas_per_sm(cache, reinterpret_cast<const void*>(attention_wgmma_kernel<PagedKeys<bf16>>), kThreads,
                               kSmemBytes);
 }

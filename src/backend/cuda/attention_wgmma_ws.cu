@@ -284,13 +284,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
     if constexpr (!kFirst) release_stage((t - 1) % kStages);
 #pragma unroll
     for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);  // atom 2kk, row lr
-      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);  // atom 2kk, row lr + 8
-      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);  // atom 2kk + 1, row lr
-      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);  // atom 2kk + 1, row lr + 8
-    }
+    pack_p_fragments<kKSteps>(s, pa);
   };
   if (n_tiles > 0) step(0, std::true_type{});
   for (int32_t t = 1; t < n_tiles; ++t) step(t, std::false_type{});
@@ -309,23 +303,11 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
 #endif
 }
 
-// Opts the kernel into its dynamic shared memory (past the 48 KiB default),
-// once per instantiation (a function attribute: fine during graph capture).
-template <typename Keys>
-void allow_dynamic_smem() {
-  static const bool done = [] {
-    LB_CUDA_CHECK(cudaFuncSetAttribute(attention_wgmma_ws_kernel<Keys>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes(kKeyTile)));
-    return true;
-  }();
-  (void)done;
-}
-
 }  // namespace
 
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  allow_dynamic_smem<Keys>();
+  allow_dynamic_smem<attention_wgmma_ws_kernel<Keys>>(smem_bytes(kKeyTile));
   attention_wgmma_ws_kernel<Keys>
       <<<tensor_core_grid(args), kThreads, smem_bytes(kKeyTile), stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
@@ -338,7 +320,7 @@ template void launch_attention_wgmma_ws<PagedKeys<bf16>>(const AttentionArgs<bf1
 
 int attention_wgmma_ws_ctas_per_sm() {
   static thread_local OccupancyCache cache;
-  allow_dynamic_smem<PagedKeys<bf16>>();
+  allow_dynamic_smem<attention_wgmma_ws_kernel<PagedKeys<bf16>>>(smem_bytes(kKeyTile));
   return resident_ctas_per_sm(cache,
                               reinterpret_cast<const void*>(attention_wgmma_ws_kernel<PagedKeys<bf16>>),
                               kThreads, smem_bytes(kKeyTile));
