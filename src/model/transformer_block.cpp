@@ -21,14 +21,12 @@ BlockWeights BlockWeights::bind(const DeviceWeights& w, const std::string& p, in
   }
   b.proj_w = &w.get(p + ".attn.proj.weight");
   b.proj_b = &w.get(p + ".attn.proj.bias");
-  b.ls1 = &w.get(p + ".ls1.gamma");
   b.norm2_w = &w.get(p + ".norm2.weight");
   b.norm2_b = &w.get(p + ".norm2.bias");
   b.fc1_w = &w.get(p + ".mlp.fc1.weight");
   b.fc1_b = &w.get(p + ".mlp.fc1.bias");
   b.fc2_w = &w.get(p + ".mlp.fc2.weight");
   b.fc2_b = &w.get(p + ".mlp.fc2.bias");
-  b.ls2 = &w.get(p + ".ls2.gamma");
   b.dim = dim;
   b.num_heads = num_heads;
   b.head_dim = dim / num_heads;
@@ -63,10 +61,10 @@ void run_block(Backend& be, Workspace& ws, const BlockWeights& w, Tensor& x, con
   }
   {
     ProfileScope p(label + ".proj+mlp", sync);
-    be.linear_residual(attn, *w.proj_w, w.proj_b, w.ls1, x);
+    be.linear_residual(attn, *w.proj_w, w.proj_b, nullptr, x);
     be.layer_norm(x, w.norm2_w, w.norm2_b, w.norm_eps, h);
     be.linear(h, *w.fc1_w, w.fc1_b, hidden, Activation::Gelu);
-    be.linear_residual(hidden, *w.fc2_w, w.fc2_b, w.ls2, x);
+    be.linear_residual(hidden, *w.fc2_w, w.fc2_b, nullptr, x);
   }
 }
 

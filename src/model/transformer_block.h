@@ -4,6 +4,10 @@
 //   x = x + ls1 * proj(attention(split(qkv(norm1(x)))))
 //   x = x + ls2 * fc2(gelu(fc1(norm2(x))))
 //
+// with the LayerScale gains ls1 and ls2 folded into proj and fc2 when the
+// weights are loaded (model/weights.h), so the residual updates here are
+// plain additions of the products.
+//
 // What differs between users is only how q, k, v become the attention
 // output (within each frame, or through a KV cache), so that part is a
 // callback.
@@ -25,16 +29,14 @@ struct BlockWeights {
   const Tensor* qkv_b = nullptr;
   QkNorm qk_norm;  // pointers null when the block has no qk-norm
   bool has_qk_norm = false;
-  const Tensor* proj_w = nullptr;
+  const Tensor* proj_w = nullptr;  // ls1 folded in
   const Tensor* proj_b = nullptr;
-  const Tensor* ls1 = nullptr;
   const Tensor* norm2_w = nullptr;
   const Tensor* norm2_b = nullptr;
   const Tensor* fc1_w = nullptr;
   const Tensor* fc1_b = nullptr;
-  const Tensor* fc2_w = nullptr;
+  const Tensor* fc2_w = nullptr;  // ls2 folded in
   const Tensor* fc2_b = nullptr;
-  const Tensor* ls2 = nullptr;
   int dim = 0;
   int num_heads = 0;
   int head_dim = 0;

@@ -4,6 +4,16 @@
 // compute dtype (bfloat16 on CUDA, float32 on CPU); vectors (norms, biases,
 // LayerScale gains) and both heads stay float32, as upstream runs the heads
 // with autocast off.
+//
+// LayerScale is folded into the layer before it: a transformer block's
+// "x + ls1 * proj(a)" is "x + proj'(a)" with proj' = (diag(ls1) W, ls1 * b),
+// and likewise ls2 into mlp.fc2. So on the device "<block>.attn.proj.weight"
+// and ".bias" and "<block>.mlp.fc2.weight" and ".bias" hold the folded
+// values (computed in float32 from the checkpoint, then rounded once to the
+// storage dtype), and the blocks apply no gain: the residual update is then
+// a plain "x += product", which the CUDA backend does in the matrix
+// product's epilogue instead of a pass of its own. host() still returns the
+// checkpoint's values.
 #pragma once
 
 #include "backend/backend.h"
@@ -22,6 +32,10 @@ class DeviceWeights {
   DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config);
 
   const Tensor& get(const std::string& name) const;
+  // The LayerScale gain folded into the parameter `name` (see above), or
+  // "" if none: "<block>.ls1.gamma" for "<block>.attn.proj.weight" / ".bias",
+  // "<block>.ls2.gamma" for "<block>.mlp.fc2.weight" / ".bias".
+  static std::string folded_gain(const std::string& name);
   const Tensor* find(const std::string& name) const;
   // A parameter as a float32 host tensor (for host-side precomputation such
   // as position-embedding interpolation).

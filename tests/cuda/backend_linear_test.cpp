@@ -163,6 +163,7 @@ struct ResidualCase {
   bool bias, gamma;
   bool fp32 = false;
   bool misaligned = false;  // residual starts one row into a larger tensor
+  bool f32_residual = false;  // a float32 residual stream under bf16 products (the model's blocks)
 };
 
 TEST(CudaBackendLinear, LinearResidualMatchesCpu) {
@@ -178,6 +179,14 @@ TEST(CudaBackendLinear, LinearResidualMatchesCpu) {
       {"camera fc2 1x8192->2048 fp32", 1, 8192, 2048, DType::F32, true, true, true},
       {"odd 5x7->3 fp32 no bias no gamma", 5, 7, 3, DType::F32, false, false, true},
       {"odd 3x9->5 bf16 gamma only misaligned", 3, 9, 5, DType::BF16, false, true, false, true},
+      // No gain and a float32 residual: the product accumulates into the
+      // residual in cuBLASLt's epilogue (the transformer blocks' updates).
+      {"proj 978x1024->1024 bf16 += f32 residual", 978, 1024, 1024, DType::BF16, true, false, false, false, true},
+      {"fc2 978x4096->1024 bf16 += f32 residual", 978, 4096, 1024, DType::BF16, true, false, false, false, true},
+      {"fc2 7824x4096->1024 bf16 += f32 residual", 7824, 4096, 1024, DType::BF16, true, false, false, false, true},
+      {"odd 3x9->5 bf16 += f32 residual misaligned, no bias", 3, 9, 5, DType::BF16, false, false, false, true, true},
+      {"proj 1x1024->1024 bf16 += f32 residual", 1, 1024, 1024, DType::BF16, true, false, false, false, true},
+      {"proj 64x1024->1024 tf32 += f32 residual", 64, 1024, 1024, DType::F32, true, false},
   };
   uint64_t seed = 500;
   for (const ResidualCase& c : cases) {
@@ -188,15 +197,20 @@ TEST(CudaBackendLinear, LinearResidualMatchesCpu) {
     const Tensor w = representable(random_host({c.m, c.k}, seed + 1, -w_scale, w_scale), c.dtype);
     const Tensor b = random_host({c.m}, seed + 2);
     const Tensor g = random_host({c.m}, seed + 3, 0.25f, 2.0f);
-    const Tensor residual = representable(random_host({c.n, c.m}, seed + 4), c.dtype);
+    const DType residual_dtype = c.f32_residual ? DType::F32 : c.dtype;
+    const Tensor residual = representable(random_host({c.n, c.m}, seed + 4), residual_dtype);
 
     Tensor expected = residual.clone();
     cpu().linear_residual(x, w, c.bias ? &b : nullptr, c.gamma ? &g : nullptr, expected);
 
     const Tensor gb = to_gpu(b, DType::F32), gg = to_gpu(g, DType::F32);
-    Tensor gres = offset_view(residual, c.dtype, c.misaligned);
+    Tensor gres = offset_view(residual, residual_dtype, c.misaligned);
     be.linear_residual(to_gpu(x, c.dtype), to_gpu(w, c.dtype), c.bias ? &gb : nullptr, c.gamma ? &gg : nullptr, gres);
-    const double bound = c.dtype == DType::BF16 ? kBf16Bound : (c.fp32 ? kFp32Bound : kTf32Bound);
+    // bf16 inputs into a float32 residual: the inputs are exact in bf16 and
+    // nothing is rounded to bf16, so only float32 summation order remains
+    // (a bf16 rounding anywhere would exceed the bound 100-fold).
+    const double bound = c.dtype == DType::BF16 ? (c.f32_residual ? kFp32Bound : kBf16Bound)
+                                                : (c.fp32 ? kFp32Bound : kTf32Bound);
     EXPECT_TRUE(matches(gres, expected, bound, c.name));
   }
 }

@@ -482,7 +482,19 @@ void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor
   const int64_t M = w.dim(0), K = w.dim(1);
   const int64_t N = rows_of(x, K, op);
   LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
-  // The product (with its bias) in float32, then one pass
+  // Without a gain, a float32 residual takes the product (with its bias)
+  // straight into cuBLASLt's epilogue: residual += product, accumulated in
+  // float32, no pass of its own (the transformer blocks' case: the model
+  // folds LayerScale into the weights, see model/weights.h). The weight-
+  // streaming kernel has no such epilogue.
+  const bool streamed = x.dtype() == DType::F32 && N <= kernels::kGemvMaxRows;
+  if (gamma == nullptr && residual.dtype() == DType::F32 && !streamed) {
+    lane_->gemm->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), residual.data(), N, K, M, x.dtype(),
+                        DType::F32, nullptr, /*accumulate=*/true);
+    after_op(op);
+    return;
+  }
+  // Otherwise the product (with its bias) in float32, then one pass
   // residual = residual + gamma * product, rounded once to the residual's dtype.
   float* y = lane_->scratch->get_as<float>(N * M);
   product(op, x, w, b, y, DType::F32, N, K, M);

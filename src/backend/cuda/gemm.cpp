@@ -50,8 +50,9 @@ void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAtt
 }
 
 std::string describe(const MatmulShape& s) {
-  return fmt::format("{}x{}x{} (m x n x k, A{} B{}, {} x {} -> {})", s.m, s.n, s.k, s.transpose_a ? "^T" : "",
-                     s.transpose_b ? "^T" : "", dtype_name(s.ab_type), dtype_name(s.ab_type), dtype_name(s.d_type));
+  return fmt::format("{}x{}x{} (m x n x k, A{} B{}, {} x {} {} {})", s.m, s.n, s.k, s.transpose_a ? "^T" : "",
+                     s.transpose_b ? "^T" : "", dtype_name(s.ab_type), dtype_name(s.ab_type),
+                     s.accumulate ? "+=" : "->", dtype_name(s.d_type));
 }
 
 }  // namespace
@@ -144,12 +145,13 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
   return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
-void Gemm::run(const Plan& plan, const void* a, const void* b, const void* bias, void* d) {
+void Gemm::run(const Plan& plan, const void* a, const void* b, const void* bias, void* d, bool accumulate) {
   if (bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   const float one = 1.0f, zero = 0.0f;
-  // beta = 0: C (= D) is not read.
-  LB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, &zero, d, plan.d, d, plan.d, &plan.algo,
-                                 workspace_, kWorkspaceBytes, stream_));
+  // C is D (in place, same layout): beta = 0 leaves it unread; beta = 1
+  // adds the product to what D holds.
+  LB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, accumulate ? &one : &zero, d, plan.d,
+                                 d, plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream_));
 }
 
 void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const float* bias, void* d,
@@ -173,7 +175,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
     key.align_bias = alignment_of(bias);
     const Plan* plan = find_plan(key, bias);
     LB_CHECK(plan != nullptr, "cuBLASLt offers no algorithm for {}", describe(s));
-    run(*plan, a, b, bias, d);
+    run(*plan, a, b, bias, d, s.accumulate);
     return;
   }
   // bfloat16 output with a bias.
@@ -181,7 +183,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
     key.bias = BiasKind::F32;
     key.align_bias = alignment_of(bias);
     if (const Plan* plan = find_plan(key, bias)) {
-      run(*plan, a, b, bias, d);
+      run(*plan, a, b, bias, d, s.accumulate);
       return;
     }
   }
@@ -195,11 +197,11 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   key.align_bias = alignment_of(rounded);
   const Plan* plan = find_plan(key, rounded);
   LB_CHECK(plan != nullptr, "cuBLASLt offers no algorithm for {} with a bias", describe(s));
-  run(*plan, a, b, rounded, d);
+  run(*plan, a, b, rounded, d, s.accumulate);
 }
 
 void Gemm::linear(const void* x, const void* w, const float* bias, void* out, int64_t rows, int64_t in_f, int64_t out_f,
-                  DType in_type, DType out_type, const void* bias_bf16) {
+                  DType in_type, DType out_type, const void* bias_bf16, bool accumulate) {
   // Row-major out[rows, out_f] is column-major D = out^T (out_f x rows, ld out_f):
   //   out^T = w x^T, with w (row-major [out_f, in_f]) seen column-major as in_f x out_f
   //   (hence transposed) and x (row-major [rows, in_f]) column-major as in_f x rows.
@@ -215,6 +217,7 @@ void Gemm::linear(const void* x, const void* w, const float* bias, void* out, in
   s.ldd = out_f;
   s.ab_type = in_type;
   s.d_type = out_type;
+  s.accumulate = accumulate;
   matmul(s, w, x, bias, out, bias_bf16);
 }
 

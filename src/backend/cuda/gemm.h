@@ -41,6 +41,9 @@ struct MatmulShape {
   int64_t lda = 0, ldb = 0, ldd = 0;
   DType ab_type = DType::F32;  // of A and B: F32 or BF16
   DType d_type = DType::F32;   // F32, or BF16 for BF16 inputs
+  // D += product (C = D, beta = 1) instead of D = product: a residual
+  // update in the product's epilogue, with no pass of its own.
+  bool accumulate = false;
   auto operator<=>(const MatmulShape&) const = default;
 };
 
@@ -55,9 +58,9 @@ class Gemm {
 
   // Row-major linear layer: out[rows, out_f] = x[rows, in_f] w[out_f, in_f]^T (+ bias[out_f]).
   // x and w of `in_type` (F32 or BF16); out of `out_type` (BF16 inputs: BF16 or F32;
-  // F32 inputs: F32); bias float32 or null.
+  // F32 inputs: F32); bias float32 or null. accumulate: out += instead of out =.
   void linear(const void* x, const void* w, const float* bias, void* out, int64_t rows, int64_t in_f, int64_t out_f,
-              DType in_type, DType out_type, const void* bias_bf16 = nullptr);
+              DType in_type, DType out_type, const void* bias_bf16 = nullptr, bool accumulate = false);
   // The general product (bias: float32 [m] or null).
   // bias_bf16: null, or the bias already rounded to bfloat16 (a constant
   // copy the caller keeps), used where the bias must be rounded instead of
@@ -93,7 +96,7 @@ class Gemm {
 
   // The plan for `key`, made on first use; null when cuBLASLt offers no algorithm.
   Plan* find_plan(const Key& key, const void* bias);
-  void run(const Plan& plan, const void* a, const void* b, const void* bias, void* d);
+  void run(const Plan& plan, const void* a, const void* b, const void* bias, void* d, bool accumulate);
 
   cudaStream_t stream_;
   bool allow_tf32_;

@@ -1,0 +1,62 @@
+// DeviceWeights: LayerScale folded into the layer before it. Checked against
+// the state dict itself (the gain times each row, computed here in double),
+// and end to end by the parity tests, which run the folded model against
+// upstream's unfolded one.
+#include "model/model_config.h"
+#include "model/random_weights.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace lingbot;
+
+TEST(DeviceWeights, NamesTheGainFoldedIntoEachParameter) {
+  EXPECT_EQ(DeviceWeights::folded_gain("aggregator.global_blocks.3.attn.proj.weight"),
+            "aggregator.global_blocks.3.ls1.gamma");
+  EXPECT_EQ(DeviceWeights::folded_gain("camera_head.trunk.0.mlp.fc2.bias"), "camera_head.trunk.0.ls2.gamma");
+  EXPECT_EQ(DeviceWeights::folded_gain("aggregator.frame_blocks.0.mlp.fc1.weight"), "");
+  EXPECT_EQ(DeviceWeights::folded_gain("aggregator.frame_blocks.0.attn.qkv.weight"), "");
+  EXPECT_EQ(DeviceWeights::folded_gain("aggregator.frame_blocks.0.ls1.gamma"), "");
+  EXPECT_EQ(DeviceWeights::folded_gain("depth_head.projects.0.weight"), "");
+}
+
+TEST(DeviceWeights, FoldsLayerScaleIntoProjAndFc2AndLeavesTheRest) {
+  const ModelConfig config = ModelConfig::from_file(test::fixture_path("model_small/config.json"));
+  const io::StateDict state = random_state_dict(config, 7);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  const DeviceWeights weights(*cpu, state, config);
+
+  int folded = 0, gains = 0;
+  for (const auto& [name, source] : state) {
+    const Tensor* stored = weights.find(name);
+    ASSERT_NE(stored, nullptr) << name;
+    const Tensor got = stored->to_dtype(DType::F32);
+    const Tensor src = source.to_dtype(DType::F32);
+    ASSERT_EQ(got.numel(), src.numel()) << name;
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".gamma") == 0) ++gains;
+    const std::string gain_name = DeviceWeights::folded_gain(name);
+    if (gain_name.empty()) {
+      for (int64_t i = 0; i < src.numel(); ++i) ASSERT_EQ(got.f32()[i], src.f32()[i]) << name << " [" << i << "]";
+      continue;
+    }
+    ++folded;
+    const Tensor gain = state.at(gain_name).to_dtype(DType::F32);
+    const int64_t rows = src.dim(0), cols = src.numel() / rows;
+    ASSERT_EQ(gain.numel(), rows) << name;
+    bool any_gain_differs_from_one = false;
+    for (int64_t r = 0; r < rows; ++r) {
+      any_gain_differs_from_one |= gain.f32()[r] != 1.0f;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double want = static_cast<double>(gain.f32()[r]) * src.f32()[r * cols + c];
+        ASSERT_NEAR(got.f32()[r * cols + c], want, 1e-7 * std::fabs(want) + 1e-30) << name << " [" << r << ", " << c << "]";
+      }
+    }
+    EXPECT_TRUE(any_gain_differs_from_one) << gain_name << ": the test needs gains other than 1";
+  }
+  // Two gains per block, each folded into a weight and a bias.
+  EXPECT_GT(gains, 0);
+  EXPECT_EQ(folded, 2 * gains);
+}
