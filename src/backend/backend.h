@@ -118,8 +118,10 @@ class Backend {
   // branch: it starts after everything enqueued before it and may run at the
   // same time as the ops enqueued after end_side_branch(), until
   // join_side_branch() makes all later work wait for it. A branch must not
-  // use a KV cache or write what the concurrent ops read or write. Backends
-  // that run ops in order keep these no-ops (in-order is a valid schedule).
+  // write what the concurrent ops read or write; it may append to and
+  // attend through a KV cache that the concurrent ops do not use, whose
+  // step began (begin_step) before the branch did. Backends that run ops in
+  // order keep these no-ops (in-order is a valid schedule).
   virtual void begin_side_branch() {}
   virtual void end_side_branch() {}
   virtual void join_side_branch() {}

@@ -7,6 +7,9 @@
 #include "model/weights.h"
 #include "model/workspace.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -32,8 +35,8 @@ StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, c
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
   LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);
   LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
-  LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth < kReadbackSlots,
-           "pipeline_depth must be 0 or 1, got {}", options.pipeline_depth);
+  LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth <= 2, "pipeline_depth must be 0, 1 or 2, got {}",
+           options.pipeline_depth);
   kv::validate(options.cache);
   if (const char* env = std::getenv("LINGBOT_CUDA_GRAPHS"); env && std::string(env) == "0") options_.use_graphs = false;
   weights_ = std::make_unique<DeviceWeights>(backend, weights, config);
@@ -60,6 +63,7 @@ std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
              frames_pushed_, frame.dim(2), frame.dim(1), stream_shape_[2], stream_shape_[1]);
   }
   const int64_t index = frames_pushed_++;
+  const size_t read_backs_before = in_flight_.size();
   if (scale_frames_used_ == 0) {  // scale phase still filling
     pending_.push_back(frame);
     if (static_cast<int>(pending_.size()) < options_.num_scale_frames) return {};
@@ -72,7 +76,11 @@ std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
         options_.keyframe_interval <= 1 || (index - scale_frames_used_) % options_.keyframe_interval == 0;
     launch_step({frame}, keyframe, index);
   }
-  return collect(static_cast<size_t>(options_.pipeline_depth));
+  // Pipelined, the read-back this push started stays in flight and every
+  // older one is collected (depth 2 delays results through the heads, not
+  // through more read-backs in flight).
+  const bool started_one = in_flight_.size() > read_backs_before;
+  return collect(options_.pipeline_depth >= 1 && started_one ? 1 : 0);
 }
 
 std::vector<FrameResult> StreamingModel::finish() {
@@ -82,12 +90,14 @@ std::vector<FrameResult> StreamingModel::finish() {
     pending_.clear();
     launch_step(frames, true, 0);
   }
+  if (pending_heads_) launch_pending_heads();
   return collect(0);
 }
 
 void StreamingModel::reset() {
   for (const InFlight& step : in_flight_) be_.wait(step.done);  // discarded, but the device must be done
   in_flight_.clear();
+  pending_heads_.reset();  // its results are discarded with the rest
   for (GraphEntry& g : graphs_) g = GraphEntry{};  // buffers may change with the next stream's size
   release_pending_ = false;  // the next stream's scale phase reuses what is left
   aggregator_->reset();
@@ -103,32 +113,62 @@ struct StreamingModel::StepOutputs {
   Tensor* raw = nullptr;    // [S, 2, H, W] or null without dense outputs
 };
 
-void StreamingModel::compute_step(int S, int H, int W, StepOutputs& out) {
+Tensor& StreamingModel::kept_layer(size_t i, int tokens) {
+  // One frame's rows of an aggregator output layer ([T, 2E], float32).
+  return ws_->get(fmt::format("heads.in{}", i), {tokens, 2 * config_.embed_dim}, DType::F32);
+}
+
+void StreamingModel::compute_heads(const std::array<const Tensor*, 4>& layers, int S, int H, int W,
+                                   const FrameGrid& grid, bool as_branches, StepOutputs& out) {
   const auto sync = [this] { be_.synchronize(); };
+  const int T = grid.tokens();
+  // The two heads read the aggregator's output and nothing of each other,
+  // so the depth head can run as a side branch beside the camera head (on
+  // the GPU the camera head's one-token layers leave most of the SMs idle).
+  out.raw = nullptr;
+  if (options_.keep_dense_outputs) {
+    ProfileScope p("depth_head", sync);
+    out.raw = &ws_->get("out.depth_raw", {S, 2, H, W}, DType::F32);
+    if (as_branches) be_.begin_side_branch();
+    depth_->forward(*ws_, layers, S, T, grid.num_special, grid.gh, grid.gw, *out.raw);
+    if (as_branches) be_.end_side_branch();
+  }
+  out.poses = &ws_->get("out.poses", {options_.camera_iterations, S, 9}, DType::F32);
+  {
+    ProfileScope p("camera_head", sync);
+    camera_->compute(*ws_, *layers[3], T, *out.poses);
+  }
+  if (as_branches && options_.keep_dense_outputs) be_.join_side_branch();
+}
+
+void StreamingModel::compute_step(int S, int H, int W, bool defer_heads, const PendingHeads* pending,
+                                  StepOutputs& out) {
+  const auto sync = [this] { be_.synchronize(); };
+  // An earlier frame's heads first, as a side branch: they read only its
+  // kept aggregator output (and the camera head's own KV cache), while the
+  // main work below writes only this frame's.
+  out = StepOutputs{};
+  if (pending != nullptr) {
+    std::array<const Tensor*, 4> pending_layers{};
+    for (size_t i = 0; i < pending_layers.size(); ++i) pending_layers[i] = &kept_layer(i, pending->grid.tokens());
+    be_.begin_side_branch();
+    compute_heads(pending_layers, 1, pending->height, pending->width, pending->grid, /*as_branches=*/false, out);
+    be_.end_side_branch();
+  }
   Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
   AggregatorOutput agg;
   {
     ProfileScope p("aggregator", sync);
     agg = aggregator_->compute(*ws_, images);
   }
-  const int T = agg.grid.tokens();
-  // The two heads read the aggregator's output and nothing of each other,
-  // so the depth head runs as a side branch beside the camera head (on the
-  // GPU the camera head's one-token layers leave most of the SMs idle).
-  out.raw = nullptr;
-  if (options_.keep_dense_outputs) {
-    ProfileScope p("depth_head", sync);
-    out.raw = &ws_->get("out.depth_raw", {S, 2, H, W}, DType::F32);
-    be_.begin_side_branch();
-    depth_->forward(*ws_, agg.layers, S, T, agg.grid.num_special, agg.grid.gh, agg.grid.gw, *out.raw);
-    be_.end_side_branch();
+  if (!defer_heads) {
+    compute_heads(agg.layers, S, H, W, agg.grid, /*as_branches=*/true, out);
+    return;
   }
-  out.poses = &ws_->get("out.poses", {options_.camera_iterations, S, 9}, DType::F32);
-  {
-    ProfileScope p("camera_head", sync);
-    camera_->compute(*ws_, *agg.layers[3], T, *out.poses);
-  }
-  be_.join_side_branch();
+  // Keep this frame's output for the next step's heads, once the earlier
+  // frame's heads are done with the buffers.
+  if (pending != nullptr) be_.join_side_branch();
+  for (size_t i = 0; i < agg.layers.size(); ++i) be_.convert(*agg.layers[i], kept_layer(i, agg.grid.tokens()));
 }
 
 void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, int64_t first_index) {
@@ -144,6 +184,7 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   // (the first is recorded by this second step), and the step in flight
   // does not use them.
   if (release_pending_) {
+    for (const InFlight& step : in_flight_) be_.wait(step.done);  // the scale step's read-back may still run
     ws_->release_unused();
     release_pending_ = false;
   }
@@ -160,24 +201,32 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     std::memcpy(host.f32() + i * 3 * plane, frames[static_cast<size_t>(i)].f32(), 3 * plane * sizeof(float));
   Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
   be_.upload_into(host, images);
+  // With pipeline depth 2 a streaming frame's heads wait for the next step;
+  // the camera head's cache step is then the pending frame's.
+  const bool defer_heads = options_.pipeline_depth >= 2 && S == 1;
+  const std::optional<PendingHeads> pending = pending_heads_;
+  LB_ASSERT(!pending || S == 1);
   aggregator_->prepare(*ws_, S, H, W, store);
-  camera_->prepare(S, store);
+  if (pending) camera_->prepare(1, pending->store);
+  if (!defer_heads) camera_->prepare(S, store);
+  const bool camera_ran = pending || !defer_heads;
 
   // The device part: single frames replay a recorded graph once one exists.
   StepOutputs outputs;
+  const PendingHeads* pending_ptr = pending ? &*pending : nullptr;
   const bool graphable = options_.use_graphs && be_.supports_graphs() && S == 1;
-  GraphEntry& entry = graphs_[store ? 1 : 0];
+  GraphEntry& entry = graphs_[(store ? 1 : 0) + (pending ? 2 : 0) + (pending && pending->store ? 4 : 0)];
   if (graphable && entry.graph) {
     be_.replay(entry.graph);
     aggregator_->note_replayed();
-    camera_->note_replayed();
+    if (camera_ran) camera_->note_replayed();
     outputs = *entry.outputs;
   } else if (graphable && entry.warmed) {
     // Recording runs the host side of every op once (so the caches see
     // their appends) but no kernel; the replay that follows does the work.
     be_.begin_capture();
     try {
-      compute_step(S, H, W, outputs);
+      compute_step(S, H, W, defer_heads, pending_ptr, outputs);
     } catch (...) {
       be_.end_capture();  // leave capture mode before reporting
       throw;
@@ -186,13 +235,42 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     entry.outputs = std::make_shared<StepOutputs>(outputs);
     be_.replay(entry.graph);
   } else {
-    compute_step(S, H, W, outputs);
+    compute_step(S, H, W, defer_heads, pending_ptr, outputs);
     entry.warmed = graphable;
   }
   aggregator_->finish();
-  camera_->finish();
+  if (camera_ran) camera_->finish();
 
   // Results start for the host now; complete() reads them once they land.
+  if (pending) {
+    read_back(outputs, 1, pending->height, pending->width, pending->store, pending->index);
+  } else if (!defer_heads) {
+    read_back(outputs, S, H, W, store, first_index);
+  }
+  pending_heads_.reset();
+  if (defer_heads) {
+    const int p = config_.patch_size;
+    pending_heads_ = PendingHeads{.height = H,
+                                  .width = W,
+                                  .store = store,
+                                  .index = first_index,
+                                  .grid = FrameGrid{config_.num_special_tokens(), H / p, W / p}};
+  }
+}
+
+void StreamingModel::launch_pending_heads() {
+  const PendingHeads pending = *pending_heads_;
+  pending_heads_.reset();
+  camera_->prepare(1, pending.store);
+  std::array<const Tensor*, 4> layers{};
+  for (size_t i = 0; i < layers.size(); ++i) layers[i] = &kept_layer(i, pending.grid.tokens());
+  StepOutputs outputs;
+  compute_heads(layers, 1, pending.height, pending.width, pending.grid, /*as_branches=*/true, outputs);
+  camera_->finish();
+  read_back(outputs, 1, pending.height, pending.width, pending.store, pending.index);
+}
+
+void StreamingModel::read_back(const StepOutputs& outputs, int S, int H, int W, bool store, int64_t first_index) {
   InFlight step{.frames = S,
                 .height = H,
                 .width = W,

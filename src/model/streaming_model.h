@@ -12,17 +12,20 @@
 //   shorter than num_scale_frames) and returns every result not yet
 //   returned; reset() starts a new video (discarding results not returned).
 //   With StreamOptions::pipeline_depth = 1 each push() returns the results
-//   of the step before it, so call finish() at the end of a stream.
+//   of the step before it, with 2 those of the step two pushes back, so call
+//   finish() at the end of a stream.
 #pragma once
 
 #include "backend/backend.h"
 #include "io/state_dict.h"
 #include "model/camera_geometry.h"
 #include "model/model_config.h"
+#include "model/rope.h"
 
 #include <array>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace lingbot {
@@ -42,10 +45,15 @@ struct StreamOptions {
   bool keep_dense_outputs = true;  // depth, confidence and points per frame
   bool keep_pose_iterations = false;
   bool use_graphs = true;  // replay streaming steps as CUDA graphs where the backend can
-  // Steps whose results may still be on their way when push() returns: 0
-  // returns every frame's results from the push() that ran it; 1 returns
-  // them from the next push() (or finish()), so the read-back and the host
-  // post-processing of one frame overlap the device work of the next.
+  // How far a frame's results trail its push():
+  //   0: every frame's results come from the push() that ran it;
+  //   1: from the next push() (or finish()), so the read-back and the host
+  //      post-processing of one frame overlap the device work of the next;
+  //   2: as 1, and the heads (camera and depth) of a streaming frame run in
+  //      the next frame's step, beside its encoder and aggregator, so the
+  //      heads' small kernels fill the device instead of ending each step
+  //      on their own; results come two pushes later.
+  // The results are the same for every depth.
   int pipeline_depth = 0;
 
   // The settings a config file implies.
@@ -106,12 +114,35 @@ class StreamingModel {
   };
   static constexpr int kReadbackSlots = 2;
 
+  // A streaming frame whose heads have not run yet (pipeline_depth 2): its
+  // aggregator output waits in the workspace's "heads.in*" buffers.
+  struct PendingHeads {
+    int height = 0, width = 0;
+    bool store = true;
+    int64_t index = 0;
+    FrameGrid grid;
+  };
+
+  struct StepOutputs;
   void launch_step(const std::vector<Tensor>& frames, bool store, int64_t first_index);
+  // Runs the pending frame's heads on their own (the end of a stream).
+  void launch_pending_heads();
+  // Enqueues the read-back of a step's results.
+  void read_back(const StepOutputs& outputs, int frames, int height, int width, bool store, int64_t first_index);
   // Completes the oldest steps until at most `keep_in_flight` remain.
   std::vector<FrameResult> collect(size_t keep_in_flight);
   std::vector<FrameResult> complete(const InFlight& step);
-  struct StepOutputs;
-  void compute_step(int frames, int height, int width, StepOutputs& out);
+  // The device part of a step. With `defer_heads` the aggregator's output
+  // goes to the pending buffers instead of the heads; with `pending` the
+  // heads of that earlier frame run as a side branch beside the aggregator.
+  void compute_step(int frames, int height, int width, bool defer_heads, const PendingHeads* pending,
+                    StepOutputs& out);
+  // The pending frame's copy of aggregator output layer i.
+  Tensor& kept_layer(size_t i, int tokens);
+  // Both heads on the given aggregator layers. With `as_branches` the depth
+  // head runs as a side branch beside the camera head; without, in order.
+  void compute_heads(const std::array<const Tensor*, 4>& layers, int frames, int height, int width,
+                     const FrameGrid& grid, bool as_branches, StepOutputs& out);
 
   Backend& be_;
   ModelConfig config_;
@@ -134,7 +165,9 @@ class StreamingModel {
     std::shared_ptr<void> graph;
     std::shared_ptr<StepOutputs> outputs;
   };
-  GraphEntry graphs_[2];  // [store]
+  // [store + 2 * (heads of a pending frame ran) + 4 * (that frame was stored)]
+  GraphEntry graphs_[8];
+  std::optional<PendingHeads> pending_heads_;
 
   std::deque<InFlight> in_flight_;
   ReadbackSlot readback_[kReadbackSlots];

@@ -32,11 +32,12 @@ using lingbot::test::read_json;
 
 // pose_enc, pose_enc_iter and the depth maps the variant's reference holds.
 std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
-                                         int H, int W) {
+                                         int H, int W, int pipeline_depth = 0) {
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
-  StreamingModel model(gpu(), weights, config,
-                       lingbot::test::variant_options(config, variant, num_scale_frames, layout));
+  StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, layout);
+  options.pipeline_depth = pipeline_depth;
+  StreamingModel model(gpu(), weights, config, options);
   const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
 
   std::map<std::string, Tensor> out;
@@ -99,6 +100,30 @@ TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
     const double err = lingbot::test::relative_error(by_layout[1].at(name), dense);
     EXPECT_LT(err, 0.5 * (name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar)) << GetParam() << ": paged vs dense "
                                                                                << name;
+  }
+}
+
+// Deferred heads (pipeline depth 2: a frame's heads run as a side branch of
+// the next frame's captured step, the camera head's KV cache on the side
+// stream) give the results of the in-order steps (depth 0). Both run the
+// same kernels on the same data, so they agree to float32 rounding.
+TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  nlohmann::json variant;
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == GetParam()) variant = v;
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const int H = manifest["height"], W = manifest["width"];
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    const auto in_order = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W, 0);
+    const auto deferred = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W, 2);
+    for (const auto& [name, want] : in_order) {
+      const double err = lingbot::test::relative_error(deferred.at(name), want);
+      EXPECT_LT(err, 1e-5) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
+      std::printf("  cuda %-24s %-6s %-16s deferred heads vs in order %.3g\n", GetParam().c_str(),
+                  std::string(kv::layout_name(layout)).c_str(), name.c_str(), err);
+    }
   }
 }
 

@@ -121,14 +121,18 @@ TEST(Streaming, WrongFramesAreClearErrors) {
 }
 
 // Pipelined read-back (pipeline_depth 1) returns each frame's results one
-// push later, and exactly the values the synchronous mode returns.
-TEST(Streaming, PipelinedResultsEqualSynchronousOnes) {
+// push later, deferred heads (2) two pushes later, and both exactly the
+// values the synchronous mode returns.
+class StreamingPipeline : public ::testing::TestWithParam<int> {};
+
+TEST_P(StreamingPipeline, ResultsEqualSynchronousOnes) {
+  const int depth = GetParam();
   Fixture fx;
   auto be = make_cpu_backend(1);
   StreamOptions sync_opt = StreamOptions::from_config(fx.config);
   sync_opt.keyframe_interval = 2;
   StreamOptions pipe_opt = sync_opt;
-  pipe_opt.pipeline_depth = 1;
+  pipe_opt.pipeline_depth = depth;
   StreamingModel sync_model(*be, fx.weights, fx.config, sync_opt);
   StreamingModel pipe_model(*be, fx.weights, fx.config, pipe_opt);
   const auto frames = random_frames(9, 28, 42, 5);
@@ -139,22 +143,28 @@ TEST(Streaming, PipelinedResultsEqualSynchronousOnes) {
   for (int i = 0; i < static_cast<int>(frames.size()); ++i) {
     std::vector<FrameResult> r = pipe_model.push(frames[static_cast<size_t>(i)]);
     // Nothing until the push after the scale phase, which returns the whole
-    // scale phase; then one frame per push, the previous one.
+    // scale phase (its heads are never deferred); then one frame per push,
+    // `depth` pushes back (with deferred heads, the push right after the
+    // scale phase's returns the scale phase and the next one nothing).
     if (i <= scale - 1) {
       EXPECT_TRUE(r.empty()) << "push " << i;
     } else if (i == scale) {
       ASSERT_EQ(r.size(), static_cast<size_t>(scale)) << "push " << i;
       EXPECT_EQ(r.back().index, scale - 1);
+    } else if (i < scale + depth) {
+      EXPECT_TRUE(r.empty()) << "push " << i;
     } else {
       ASSERT_EQ(r.size(), 1u) << "push " << i;
-      EXPECT_EQ(r[0].index, i - 1);
+      EXPECT_EQ(r[0].index, i - depth);
     }
     for (FrameResult& x : r) got.push_back(std::move(x));
   }
   std::vector<FrameResult> last = pipe_model.finish();
-  ASSERT_EQ(last.size(), 1u);
-  EXPECT_EQ(last[0].index, static_cast<int64_t>(frames.size()) - 1);
-  got.push_back(std::move(last[0]));
+  ASSERT_EQ(last.size(), static_cast<size_t>(depth));
+  for (int j = 0; j < depth; ++j) {
+    EXPECT_EQ(last[static_cast<size_t>(j)].index, static_cast<int64_t>(frames.size()) - depth + j);
+    got.push_back(std::move(last[static_cast<size_t>(j)]));
+  }
   EXPECT_TRUE(pipe_model.finish().empty());
 
   ASSERT_EQ(got.size(), expected.size());
@@ -173,6 +183,9 @@ TEST(Streaming, PipelinedResultsEqualSynchronousOnes) {
   EXPECT_EQ(again.size(), frames.size());
   EXPECT_EQ(again.back().pose_enc, expected.back().pose_enc);
 }
+
+INSTANTIATE_TEST_SUITE_P(Depth, StreamingPipeline, ::testing::Values(1, 2),
+                         [](const auto& info) { return "depth" + std::to_string(info.param); });
 
 // The scale phase's multi-frame buffers are freed once streaming starts:
 // the workspace then holds what a single-frame step needs, and stays there.

@@ -420,8 +420,10 @@ void CudaBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                         const kv::TokenLayout& tokens, int num_blocks) {
-  // KV caches enqueue on the main stream (never inside a side branch).
-  return make_cuda_kv_cache(layout, config, tokens, num_blocks, main_.stream);
+  // A cache uploads its tables on the main stream (begin_step runs outside
+  // any branch) and launches its kernels where the backend's ops go when
+  // append and attend are called: inside a side branch, the side stream.
+  return make_cuda_kv_cache(layout, config, tokens, num_blocks, main_.stream, [this] { return lane_->stream; });
 }
 
 // ---- dense layers -------------------------------------------------------------

@@ -14,8 +14,9 @@
 // stream, or to a second one between begin_side_branch() and
 // end_side_branch(); each of the two has its own cuBLASLt and cuDNN
 // workspaces and float32 scratch (a "lane"), so a branch and the main work
-// can run at the same time. Transfers, graphs and KV caches use the main
-// stream. synchronize() and download() wait for the streams.
+// can run at the same time. Transfers, graphs and KV cache tables use the
+// main stream; a KV cache's kernels go where the ops go when it is called.
+// synchronize() and download() wait for the streams.
 //
 // Memory: tensors on Device::CUDA come from cudaMalloc (registered with
 // lingbot::register_device_allocator when the backend is made; the allocator

@@ -27,19 +27,21 @@ int32_t dense_pages_per_chunk(const kv::CacheConfig& config, const kv::TokenLayo
 }  // namespace
 
 std::unique_ptr<kv::KvCache> make_cuda_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
-                                                const kv::TokenLayout& tokens, int num_blocks, cudaStream_t stream) {
+                                                const kv::TokenLayout& tokens, int num_blocks, cudaStream_t stream,
+                                                KernelStream kernel_stream) {
   kv::validate(config);
   kv::validate(tokens);
   LB_CHECK(num_blocks >= 1, "kv cache: num_blocks must be >= 1, got {}", num_blocks);
-  return std::make_unique<CudaKvCache>(layout, config, tokens, num_blocks, stream);
+  return std::make_unique<CudaKvCache>(layout, config, tokens, num_blocks, stream, std::move(kernel_stream));
 }
 
 CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const kv::TokenLayout& tokens,
-                         int num_blocks, cudaStream_t stream)
+                         int num_blocks, cudaStream_t stream, KernelStream kernel_stream)
     : layout_(layout),
       config_(config),
       tokens_(tokens),
       stream_(stream),
+      kernel_stream_(std::move(kernel_stream)),
       steps_(num_blocks),
       table_(stream),
       scratch_(stream, "kv cache attention splits") {
@@ -53,11 +55,20 @@ CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const
   planner_ = std::make_unique<kv::PagePlanner>(
       planner_config, tokens, layout == kv::Layout::Paged ? kv::PageRouting::Upstream : kv::PageRouting::WholeFrames);
   page_size_ = planner_->page_size();
+  LB_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
 }
 
 CudaKvCache::~CudaKvCache() {
-  (void)cudaStreamSynchronize(stream_);  // kernels may still read the pages
+  // Kernels on either stream may still read the pages (the kernel stream
+  // is not asked for: its owner may be gone already).
+  (void)cudaDeviceSynchronize();
   for (char* c : chunks_) device_free(c);
+  if (uploaded_) cudaEventDestroy(uploaded_);
+}
+
+void CudaKvCache::synchronize() const {
+  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (kernel_stream() != stream_) LB_CUDA_CHECK(cudaStreamSynchronize(kernel_stream()));
 }
 
 // ---- the planner of the layout ------------------------------------------------
@@ -160,13 +171,23 @@ void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
   LB_CHECK(!dtype_ || *dtype_ == k.dtype(), "kv cache: append: the cache stores {}, got {} (reset to change)",
            dtype_name(*dtype_), dtype_name(k.dtype()));
   if (!dtype_) dtype_ = k.dtype();
-  if (!step_uploaded_) upload_step();
+  const cudaStream_t stream = kernel_stream();
+  if (!step_uploaded_) {
+    // The first step since construction or reset (the dtype was unknown
+    // until now): the upload goes to the home stream, which the kernels'
+    // stream then waits for.
+    upload_step();
+    if (stream != stream_) {
+      LB_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+      LB_CUDA_CHECK(cudaStreamWaitEvent(stream, uploaded_, 0));
+    }
+  }
 
   const int unit = kv_append_unit_bytes(row_bytes(), reinterpret_cast<uintptr_t>(k.data()),
                                         reinterpret_cast<uintptr_t>(v.data()));
   LB_CHECK(unit >= 2, "kv cache: append: k {} at {} and v {} at {} must be at least 2-byte aligned (block {})",
            k.describe(), k.data(), v.describe(), v.data(), block);
-  launch_kv_append(table_.device(), block, k.data(), v.data(), unit, stream_);
+  launch_kv_append(table_.device(), block, k.data(), v.data(), unit, stream);
   steps_.mark_appended(block);
 }
 
@@ -176,8 +197,8 @@ void CudaKvCache::attend(int block, const Tensor& q, Tensor& out) {
   check_rows(out, q.dim(0), "attend: out");
   LB_CHECK(q.dtype() == *dtype_ && out.dtype() == *dtype_, "kv cache: attend: q and out must be {} like the "
            "cache, got {} and {}", dtype_name(*dtype_), dtype_name(q.dtype()), dtype_name(out.dtype()));
-  attention_paged(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_, stream_, kernel_,
-                  splits_);
+  attention_paged(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_, kernel_stream(),
+                  kernel_, splits_);
 }
 
 void CudaKvCache::note_replayed_step() {
@@ -196,7 +217,7 @@ void CudaKvCache::end_step() {
 }
 
 void CudaKvCache::reset() {
-  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // kernels may still read the pages
+  synchronize();  // kernels may still read the pages
   for (char* c : chunks_) device_free(c);
   chunks_.clear();
   bytes_reserved_ = 0;
@@ -229,7 +250,7 @@ std::pair<Tensor, Tensor> CudaKvCache::gather_visible(int block) const {
   Tensor v = Tensor::empty({n, tokens_.num_heads, tokens_.head_dim});
   if (n == 0) return {std::move(k), std::move(v)};
 
-  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  synchronize();
   const int64_t rb = row_bytes();
   const int64_t row = tokens_.row_floats();
   const int64_t block_offset = int64_t{block} * pages_per_chunk_ * page_bytes();

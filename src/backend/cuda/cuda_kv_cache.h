@@ -18,11 +18,16 @@
 // reset(); a chunk holds its pages for every block (kv_table.h). Nothing is
 // allocated for K/V before the first append.
 //
-// Per step on `stream` (the model's kernels must use the same stream):
+// Per step, on two streams: `stream` (the home stream) for the table, and
+// the kernel stream (by default the same; the CUDA backend's caches ask the
+// backend for the stream its ops go to now, so a cache can serve a side
+// branch, see Backend::begin_side_branch):
 //   begin_step  host bookkeeping; grows the pool; uploads the step's table
-//               (row moves, visible pages) from pinned memory, async
-//   append      one scatter kernel (kv_append.h)
-//   attend      the attention kernel(s) (attention.h, attention_paged)
+//               (row moves, visible pages) from pinned memory, async, on
+//               the home stream (before the kernels that read it: a side
+//               branch forks from the home stream after the upload)
+//   append      one scatter kernel (kv_append.h), on the kernel stream
+//   attend      the attention kernel(s) (attention.h, attention_paged), ditto
 //   end_step    host bookkeeping only
 // append() and attend() launch with a configuration that depends only on the
 // shapes of their arguments and read everything that changes per step from
@@ -45,19 +50,25 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
 
 namespace lingbot::cuda {
 
+// Where a cache's kernels go, asked at every append and attend.
+using KernelStream = std::function<cudaStream_t()>;
+
 std::unique_ptr<kv::KvCache> make_cuda_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
-                                                const kv::TokenLayout& tokens, int num_blocks, cudaStream_t stream);
+                                                const kv::TokenLayout& tokens, int num_blocks, cudaStream_t stream,
+                                                KernelStream kernel_stream = {});
 
 class CudaKvCache final : public kv::KvCache {
  public:
+  // kernel_stream empty: the kernels go to `stream` too.
   CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const kv::TokenLayout& tokens, int num_blocks,
-              cudaStream_t stream);
+              cudaStream_t stream, KernelStream kernel_stream = {});
   ~CudaKvCache() override;
 
   // k, v: device tensors [rows, H, D] or [rows, H * D], rows = num_frames * tokens_per_frame,
@@ -94,6 +105,8 @@ class CudaKvCache final : public kv::KvCache {
   const kv::PagePool& planner_pool() const;
   const kv::WindowPolicy& planner_window() const;
 
+  cudaStream_t kernel_stream() const { return kernel_stream_ ? kernel_stream_() : stream_; }
+  void synchronize() const;  // the home stream and the kernel stream now
   int64_t row_bytes() const;   // one token's K (or V) in the storage dtype
   int64_t page_bytes() const;  // one page, K and V
   char* page_ptr(int32_t page) const;  // block 0's copy
@@ -105,6 +118,8 @@ class CudaKvCache final : public kv::KvCache {
   kv::CacheConfig config_;
   kv::TokenLayout tokens_;
   cudaStream_t stream_;
+  KernelStream kernel_stream_;
+  cudaEvent_t uploaded_ = nullptr;  // orders an upload inside append() before another stream's kernels
   std::unique_ptr<kv::PagePlanner> planner_;  // routing by layout (see above)
   kv::StepTracker steps_;
   int32_t page_size_ = 0;
