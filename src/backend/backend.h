@@ -176,8 +176,11 @@ class Backend {
   virtual void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) = 0;
   // ConvTranspose2d with kernel == stride (no overlap): w[Cin, Cout, k, k].
   virtual void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) = 0;
-  // Bilinear resize with align_corners=True to out's H and W.
-  virtual void resize_bilinear(const Tensor& x, Tensor& out) = 0;
+  // Bilinear resize with align_corners=True to out's H and W. With `add`,
+  // out = resize(x) + add in the same pass, add repeating over out's leading
+  // dims as in add_broadcast (the DPT head's position embedding).
+  virtual void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) = 0;
+  void resize_bilinear(const Tensor& x, Tensor& out) { resize_bilinear(x, nullptr, out); }
 };
 
 inline void Backend::download_async(const Tensor& device, Tensor& host) {

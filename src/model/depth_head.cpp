@@ -127,8 +127,7 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   Tensor& head1 = ws.get("dpt.head1", {S, F / 2, 2 * h1, 2 * w1}, f32);
   be_.conv2d(f1, w_.get(kP + ".scratch.output_conv1.weight"), &w_.get(kP + ".scratch.output_conv1.bias"), 1, 1, head1);
   Tensor& full = ws.get("dpt.full", {S, F / 2, H, W}, f32);
-  be_.resize_bilinear(head1, full);
-  be_.add_broadcast(full, position_embedding(F / 2, H, W, aspect));
+  be_.resize_bilinear(head1, &position_embedding(F / 2, H, W, aspect), full);
   Tensor& hidden = ws.get("dpt.hidden", {S, 32, H, W}, f32);
   be_.conv2d(full, w_.get(kP + ".scratch.output_conv2.0.weight"), &w_.get(kP + ".scratch.output_conv2.0.bias"), 1, 1,
              hidden);

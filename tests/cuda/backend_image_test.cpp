@@ -181,6 +181,16 @@ TEST(CudaBackendImage, ResizeBilinearMatchesCpu) {
     gpu().resize_bilinear(to_gpu(x, DType::F32), out);
     // The same float coordinates and weights; only fused multiply-adds may differ.
     EXPECT_TRUE(matches(out, expected, 1e-6, c.name));
+
+    // With a tensor added in the same pass: one plane set repeated over the
+    // batch (the DPT head's position embedding), against resize then add.
+    const Tensor add = random_host({c.x[1], c.oh, c.ow}, seed + 1);
+    Tensor expected_sum = expected.clone();
+    cpu().add_broadcast(expected_sum, add);
+    Tensor sum = poisoned(out_shape, DType::F32);
+    const Tensor gpu_add = to_gpu(add, DType::F32);
+    gpu().resize_bilinear(to_gpu(x, DType::F32), &gpu_add, sum);
+    EXPECT_TRUE(matches(sum, expected_sum, 1e-6, std::string(c.name) + " + add"));
   }
 }
 

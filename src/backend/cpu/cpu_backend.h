@@ -51,7 +51,8 @@ class CpuBackend final : public Backend {
   void tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) override;
   void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) override;
   void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
-  void resize_bilinear(const Tensor& x, Tensor& out) override;
+  void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override;
+  using Backend::resize_bilinear;
 
  private:
   int threads_;

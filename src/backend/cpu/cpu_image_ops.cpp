@@ -158,7 +158,7 @@ void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor
   }
 }
 
-void CpuBackend::resize_bilinear(const Tensor& x, Tensor& out) {
+void CpuBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) {
   const Nchw in = nchw_of(x, "resize input");
   const Nchw o = nchw_of(out, "resize output");
   LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
@@ -193,6 +193,7 @@ void CpuBackend::resize_bilinear(const Tensor& x, Tensor& out) {
       }
     }
   }
+  if (add != nullptr) add_broadcast(out, *add);
 }
 
 }  // namespace lingbot::cpu

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 
 namespace lingbot::cuda {
@@ -149,7 +150,12 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
     return std::shared_ptr<void>(device_malloc(bytes, "a tensor"), [](void* p) { device_free(p); });
   });
 
-  make_lane(main_);
+  if (const char* env = std::getenv("LINGBOT_CUDA_LANE_PRIORITY")) {
+    const std::string v(env);
+    LB_CHECK(v == "equal" || v == "main", "LINGBOT_CUDA_LANE_PRIORITY must be equal or main, got '{}'", v);
+    options_.lane_priority = v == "main" ? CudaBackendOptions::LanePriority::Main : CudaBackendOptions::LanePriority::Equal;
+  }
+  make_lane(main_, lane_priority(true));
   try {
     LB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
     LB_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
@@ -169,8 +175,15 @@ CudaBackend::~CudaBackend() {
   (void)cudaEventDestroy(join_event_);
 }
 
-void CudaBackend::make_lane(Lane& lane) const {
-  LB_CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+int CudaBackend::lane_priority(bool main) const {
+  if (options_.lane_priority == CudaBackendOptions::LanePriority::Equal) return 0;
+  int least = 0, greatest = 0;  // numerically greatest > least
+  LB_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return main ? greatest : least;
+}
+
+void CudaBackend::make_lane(Lane& lane, int priority) const {
+  LB_CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, priority));
   try {
     lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32);
     lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32);
@@ -215,7 +228,7 @@ void CudaBackend::begin_side_branch() {
   if (!side_) {
     check_not_capturing(main_.stream, "creating the side branch's stream (run the step once before capturing it)");
     side_ = std::make_unique<Lane>();
-    make_lane(*side_);
+    make_lane(*side_, lane_priority(false));
   }
   LB_CUDA_CHECK(cudaEventRecord(fork_event_, main_.stream));
   LB_CUDA_CHECK(cudaStreamWaitEvent(side_->stream, fork_event_, 0));
@@ -263,7 +276,11 @@ void CudaBackend::begin_capture() {
 std::shared_ptr<void> CudaBackend::end_capture() {
   auto recorded = std::make_shared<RecordedGraph>();
   LB_CUDA_CHECK(cudaStreamEndCapture(main_.stream, &recorded->graph));
-  LB_CUDA_CHECK(cudaGraphInstantiate(&recorded->exec, recorded->graph, 0));
+  // Captured kernels carry their stream's priority; a graph honours it only
+  // when asked to.
+  const unsigned long long flags =
+      options_.lane_priority == CudaBackendOptions::LanePriority::Equal ? 0 : cudaGraphInstantiateFlagUseNodePriority;
+  LB_CUDA_CHECK(cudaGraphInstantiate(&recorded->exec, recorded->graph, flags));
   return recorded;
 }
 
@@ -781,13 +798,28 @@ void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tenso
   after_op(op);
 }
 
-void CudaBackend::resize_bilinear(const Tensor& x, Tensor& out) {
+void CudaBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) {
   const char* op = "resize_bilinear";
   const Nchw in = nchw_of(x, op, "input");
   const Nchw o = nchw_of(out, op, "output");
   LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
   LB_CHECK(o.h * o.w == 0 || in.h * in.w > 0, "resize_bilinear: {} -> {}", x.describe(), out.describe());
-  kernels::resize_bilinear(x.data_as<const float>(), out.data_as<float>(), in.n * in.c, in.h, in.w, o.h, o.w, lane_->stream);
+  LB_CHECK(o.w <= std::numeric_limits<int>::max() && in.w <= std::numeric_limits<int>::max(),
+           "resize_bilinear: rows of {} -> {} pixels are wider than the kernel indexes", in.w, o.w);
+  // The added tensor: whole output planes, repeated over the leading ones.
+  const float* a = nullptr;
+  int64_t add_planes = 0;
+  if (add != nullptr) {
+    check_on_device(*add, op, "added tensor");
+    const int64_t plane = o.h * o.w;
+    LB_CHECK(add->dtype() == DType::F32 && plane > 0 && add->numel() % plane == 0 && add->numel() > 0 &&
+                 out.numel() % add->numel() == 0,
+             "resize_bilinear: cannot add {} to {}", add->describe(), out.describe());
+    a = add->data_as<const float>();
+    add_planes = add->numel() / plane;
+  }
+  kernels::resize_bilinear(x.data_as<const float>(), a, add_planes, out.data_as<float>(), in.n * in.c, in.h, in.w, o.h,
+                           o.w, lane_->stream);
   after_op(op);
 }
 

@@ -44,6 +44,12 @@ struct CudaBackendOptions {
   // TF32 tensor cores for the float32 matrix products and convolutions (the
   // heads). Off: full float32 (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH).
   bool allow_tf32 = true;
+  // Scheduling priority of the two lanes' streams (and of the kernels a
+  // graph captured from them): Equal, or the main lane's work first, with
+  // the side branch filling what the main work leaves idle. Also set by the
+  // environment variable LINGBOT_CUDA_LANE_PRIORITY (equal | main).
+  enum class LanePriority { Equal, Main };
+  LanePriority lane_priority = LanePriority::Equal;
   // Wait for the stream after every op and report the first failing op by
   // name (debugging; defeats asynchrony). Also on when the environment
   // variable LINGBOT_CUDA_SYNC is set to 1.
@@ -117,7 +123,8 @@ class CudaBackend final : public Backend {
   void tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) override;
   void conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) override;
   void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
-  void resize_bilinear(const Tensor& x, Tensor& out) override;
+  void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override;
+  using Backend::resize_bilinear;
 
   // ---- beyond the Backend interface (graph capture, tests, benchmarks) ----
   cudaStream_t stream() const { return main_.stream; }  // the main stream
@@ -158,7 +165,8 @@ class CudaBackend final : public Backend {
     std::unique_ptr<Conv> conv;
     std::unique_ptr<DeviceScratch> scratch;
   };
-  void make_lane(Lane& lane) const;
+  void make_lane(Lane& lane, int priority) const;
+  int lane_priority(bool main) const;  // a stream priority for cudaStreamCreateWithPriority
   static void destroy_lane(Lane& lane) noexcept;
 
   CudaBackendOptions options_;

@@ -71,9 +71,9 @@ void patchify(const float* images, int64_t batches, int64_t height, int64_t widt
 void scatter_transposed_conv(const float* y, const float* bias, float* out, int64_t batch, int64_t cout, int64_t h,
                              int64_t w, int k, cudaStream_t stream);
 // Bilinear resize, align_corners=True, float coordinates exactly as backend/cpu/cpu_image_ops.cpp:
-// x [planes, ih, iw] -> out [planes, oh, ow], float32.
-void resize_bilinear(const float* x, float* out, int64_t planes, int64_t ih, int64_t iw, int64_t oh, int64_t ow,
-                     cudaStream_t stream);
+// x [planes, ih, iw] -> out [planes, oh, ow], float32; plus add[plane % add_planes] when add is not null.
+void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
+                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream);
 
 // ---- normalisation (norm.cu) ----------------------------------------------
 
