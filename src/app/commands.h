@@ -25,7 +25,7 @@ struct EngineArgs {
   int keyframe_interval = 1;
   int camera_iterations = -1;
   int threads = 0;  // 0: all cores
-  int pipeline_depth = 1;  // 1: a frame's results come back while the next frame runs
+  int pipeline_depth = 2;  // results two frames later, heads beside the next frame (StreamOptions::pipeline_depth)
   bool kv_stats = false;
 };
 

@@ -21,8 +21,8 @@ void add_engine_options(CLI::App& cmd, EngineArgs& a) {
   cmd.add_option("--camera-iterations", a.camera_iterations, "Camera head refinement iterations (default: config, 4)");
   cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
   cmd.add_option("--pipeline-depth", a.pipeline_depth,
-                 "1: read a frame's results back while the next frame runs (default); 2: also run a frame's heads "
-                 "beside the next frame's aggregator (results two frames later); 0: wait for each frame")
+                 "2: run a frame's heads beside the next frame's aggregator and read its results back while the "
+                 "frame after runs (default; results two frames later); 1: only the read-back; 0: wait for each frame")
       ->check(CLI::Range(0, 2));
   cmd.add_flag("--kv-stats", a.kv_stats, "Log KV cache occupancy after every frame");
 }
