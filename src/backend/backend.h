@@ -103,11 +103,6 @@ class Backend {
   virtual DType residual_dtype() const { return DType::F32; }
   // The activation dtype of the big transformer stacks on this backend.
   virtual DType compute_dtype() const = 0;
-  // The dtype of the DPT (depth) head's weights and feature maps: float32
-  // as upstream (which runs the heads with autocast off), or bfloat16 where
-  // the backend chooses it (products and convolutions still accumulate in
-  // float32, and the last layer, which writes the depth, stays float32).
-  virtual DType depth_head_dtype() const { return DType::F32; }
 
   // ---- CUDA graphs ---------------------------------------------------------
   // The device work of a frame step, recorded once and replayed: between

@@ -25,7 +25,7 @@ const Tensor& DepthHead::position_embedding(int channels, int h, int w, double a
 }
 
 void DepthHead::residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out) {
-  Tensor& mid = ws.get("dpt.rcu_mid", x.shape(), x.dtype());
+  Tensor& mid = ws.get("dpt.rcu_mid", x.shape(), DType::F32);
   be_.relu(x, x);  // in place, as upstream's nn.ReLU(inplace=True): the skip below adds relu(x)
   be_.conv2d(x, w_.get(prefix + ".conv1.weight"), &w_.get(prefix + ".conv1.bias"), 1, 1, mid);
   be_.relu(mid, mid);
@@ -36,18 +36,17 @@ void DepthHead::residual_unit(Workspace& ws, const std::string& prefix, Tensor& 
 void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out) {
   const std::string p = fmt::format("{}.scratch.refinenet{}", kP, index);
   const Shape& s = x.shape();
-  const DType dt = x.dtype();
-  Tensor& sum = ws.get(fmt::format("dpt.fuse{}.sum", index), s, dt);
+  Tensor& sum = ws.get(fmt::format("dpt.fuse{}.sum", index), s, DType::F32);
   if (skip != nullptr) {
-    Tensor& res = ws.get(fmt::format("dpt.fuse{}.res", index), s, dt);
+    Tensor& res = ws.get(fmt::format("dpt.fuse{}.res", index), s, DType::F32);
     residual_unit(ws, p + ".resConfUnit1", *skip, res);
     be_.add(x, res, sum);
   } else {
     be_.copy_rows(x, sum, {1, x.numel(), 1, 0, 0, 0, 0});
   }
-  Tensor& unit = ws.get(fmt::format("dpt.fuse{}.unit", index), s, dt);
+  Tensor& unit = ws.get(fmt::format("dpt.fuse{}.unit", index), s, DType::F32);
   residual_unit(ws, p + ".resConfUnit2", sum, unit);
-  Tensor& resized = ws.get(fmt::format("dpt.fuse{}.resized", index), {s[0], s[1], h, w}, dt);
+  Tensor& resized = ws.get(fmt::format("dpt.fuse{}.resized", index), {s[0], s[1], h, w}, DType::F32);
   be_.resize_bilinear(unit, resized);
   be_.conv2d(resized, w_.get(p + ".out_conv.weight"), &w_.get(p + ".out_conv.bias"), 1, 0, out);
 }
@@ -72,7 +71,6 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   const double aspect = static_cast<double>(W) / H;
   const auto& oc = config_.depth_head.out_channels;
   const DType f32 = DType::F32;
-  const DType dt = be_.depth_head_dtype();  // feature maps (header comment)
 
   const auto sync = [this] { be_.synchronize(); };
   // Feature pyramid: 4x, 2x, 1x and 1/2x of the patch grid, F channels each.
@@ -82,12 +80,11 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
     Tensor& rows = ws.get("dpt.rows", {S * np, C}, f32);
     be_.copy_rows(*layers[static_cast<size_t>(i)], rows,
                   {S, np, C, int64_t{frame} * tokens_per_frame + num_special, tokens_per_frame, 0, np});
-    Tensor& normed = dt == f32 ? rows : ws.get("dpt.rows_normed", {S * np, C}, dt);
-    be_.layer_norm(rows, &w_.get(kP + ".norm.weight"), &w_.get(kP + ".norm.bias"), kNormEps, normed);
-    Tensor& projected = ws.get(fmt::format("dpt.proj{}", i), {S * np, oc[i]}, dt);
-    be_.linear(normed, w_.get(fmt::format("{}.projects.{}.weight", kP, i)).reshape({oc[i], C}),
+    be_.layer_norm(rows, &w_.get(kP + ".norm.weight"), &w_.get(kP + ".norm.bias"), kNormEps, rows);
+    Tensor& projected = ws.get(fmt::format("dpt.proj{}", i), {S * np, oc[i]}, f32);
+    be_.linear(rows, w_.get(fmt::format("{}.projects.{}.weight", kP, i)).reshape({oc[i], C}),
                &w_.get(fmt::format("{}.projects.{}.bias", kP, i)), projected);
-    Tensor& maps = ws.get(fmt::format("dpt.maps{}", i), {S, oc[i], gh, gw}, dt);
+    Tensor& maps = ws.get(fmt::format("dpt.maps{}", i), {S, oc[i], gh, gw}, f32);
     be_.tokens_to_nchw(projected, gh, gw, maps);
     be_.add_broadcast(maps, position_embedding(oc[i], gh, gw, aspect));
 
@@ -95,15 +92,15 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
     const std::string rw = fmt::format("{}.resize_layers.{}", kP, i);
     if (i == 0 || i == 1) {
       const int k = i == 0 ? 4 : 2;
-      Tensor& up = ws.get(fmt::format("dpt.resized{}", i), {S, oc[i], gh * k, gw * k}, dt);
+      Tensor& up = ws.get(fmt::format("dpt.resized{}", i), {S, oc[i], gh * k, gw * k}, f32);
       be_.conv_transpose2d(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), k, up);
       level = &up;
     } else if (i == 3) {
-      Tensor& down = ws.get("dpt.resized3", {S, oc[i], (gh - 1) / 2 + 1, (gw - 1) / 2 + 1}, dt);
+      Tensor& down = ws.get("dpt.resized3", {S, oc[i], (gh - 1) / 2 + 1, (gw - 1) / 2 + 1}, f32);
       be_.conv2d(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), 2, 1, down);
       level = &down;
     }
-    Tensor& rn = ws.get(fmt::format("dpt.layer{}_rn", i + 1), {S, F, level->dim(2), level->dim(3)}, dt);
+    Tensor& rn = ws.get(fmt::format("dpt.layer{}_rn", i + 1), {S, F, level->dim(2), level->dim(3)}, f32);
     be_.conv2d(*level, w_.get(fmt::format("{}.scratch.layer{}_rn.weight", kP, i + 1)), nullptr, 1, 1, rn);
     pyramid[static_cast<size_t>(i)] = &rn;
   }
@@ -115,33 +112,27 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   auto [h3, w3] = hw(pyramid[2]);
   auto [h2, w2] = hw(pyramid[1]);
   auto [h1, w1] = hw(pyramid[0]);
-  Tensor& f4 = ws.get("dpt.fused4", {S, F, h3, w3}, dt);
+  Tensor& f4 = ws.get("dpt.fused4", {S, F, h3, w3}, f32);
   fuse(ws, 4, *pyramid[3], nullptr, h3, w3, f4);
-  Tensor& f3 = ws.get("dpt.fused3", {S, F, h2, w2}, dt);
+  Tensor& f3 = ws.get("dpt.fused3", {S, F, h2, w2}, f32);
   fuse(ws, 3, f4, pyramid[2], h2, w2, f3);
-  Tensor& f2 = ws.get("dpt.fused2", {S, F, h1, w1}, dt);
+  Tensor& f2 = ws.get("dpt.fused2", {S, F, h1, w1}, f32);
   fuse(ws, 2, f3, pyramid[1], h1, w1, f2);
-  Tensor& f1 = ws.get("dpt.fused1", {S, F, 2 * h1, 2 * w1}, dt);
+  Tensor& f1 = ws.get("dpt.fused1", {S, F, 2 * h1, 2 * w1}, f32);
   fuse(ws, 1, f2, pyramid[0], 2 * h1, 2 * w1, f1);
 
   // Output convolutions at full resolution.
   stage.reset();
   stage.emplace("dpt.output", sync);
-  Tensor& head1 = ws.get("dpt.head1", {S, F / 2, 2 * h1, 2 * w1}, dt);
+  Tensor& head1 = ws.get("dpt.head1", {S, F / 2, 2 * h1, 2 * w1}, f32);
   be_.conv2d(f1, w_.get(kP + ".scratch.output_conv1.weight"), &w_.get(kP + ".scratch.output_conv1.bias"), 1, 1, head1);
-  Tensor& full = ws.get("dpt.full", {S, F / 2, H, W}, dt);
+  Tensor& full = ws.get("dpt.full", {S, F / 2, H, W}, f32);
   be_.resize_bilinear(head1, &position_embedding(F / 2, H, W, aspect), full);
-  Tensor& hidden = ws.get("dpt.hidden", {S, 32, H, W}, dt);
+  Tensor& hidden = ws.get("dpt.hidden", {S, 32, H, W}, f32);
   be_.conv2d(full, w_.get(kP + ".scratch.output_conv2.0.weight"), &w_.get(kP + ".scratch.output_conv2.0.bias"), 1, 1,
              hidden);
   be_.relu(hidden, hidden);
-  // The last layer in float32 (header comment).
-  Tensor* last_in = &hidden;
-  if (dt != f32) {
-    last_in = &ws.get("dpt.hidden_f32", {S, 32, H, W}, f32);
-    be_.convert(hidden, *last_in);
-  }
-  be_.conv2d(*last_in, w_.get(std::string(kLastLayer) + "weight"), &w_.get(std::string(kLastLayer) + "bias"), 1, 0,
+  be_.conv2d(hidden, w_.get(kP + ".scratch.output_conv2.2.weight"), &w_.get(kP + ".scratch.output_conv2.2.bias"), 1, 0,
              out);
 }
 

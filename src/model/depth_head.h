@@ -7,12 +7,6 @@
 // Upstream's residual conv unit applies its ReLU in place on the unit's
 // input, so its skip connection adds relu(x), not x. The official weights
 // were trained that way and so is this port.
-//
-// Precision: weights and feature maps in Backend::depth_head_dtype()
-// (float32 as upstream, or bfloat16 on the GPU), every product and
-// convolution accumulated in float32; the last layer (a 1x1 convolution to
-// the two output channels) always reads and writes float32, so the depth
-// is not rounded to bfloat16 on its way out.
 #pragma once
 
 #include "model/model_config.h"
@@ -27,9 +21,6 @@ namespace lingbot {
 
 class DepthHead {
  public:
-  // The parameters of the last layer (kept float32 by DeviceWeights).
-  static constexpr const char* kLastLayer = "depth_head.scratch.output_conv2.2.";
-
   DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config);
 
   // layers: the 4 selected aggregator outputs [S * T, 2E] (float32); the

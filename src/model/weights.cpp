@@ -1,21 +1,13 @@
 #include "model/weights.h"
 
 #include "model/checkpoint_check.h"
-#include "model/depth_head.h"
 
 namespace lingbot {
 
 namespace {
 
-// Matrices of the encoder and aggregator in the compute dtype; the DPT
-// head's in its own dtype, except the last layer's, which writes the depth
-// in float32 (depth_head.h).
-DType storage_dtype(const Backend& backend, const std::string& name, const Tensor& t) {
-  if (t.ndim() < 2) return DType::F32;
-  if (name.rfind("aggregator.", 0) == 0) return backend.compute_dtype();
-  if (name.rfind("depth_head.", 0) == 0 && name.find(DepthHead::kLastLayer) == std::string::npos)
-    return backend.depth_head_dtype();
-  return DType::F32;
+bool stored_in_compute_dtype(const std::string& name, const Tensor& t) {
+  return t.ndim() >= 2 && name.rfind("aggregator.", 0) == 0;
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -53,7 +45,7 @@ DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const
   LB_CHECK(check.ok(), "{}", check.summary(state.source()));
   for (const ExpectedTensor& e : expected_parameters(config)) {
     const Tensor& src = state.at(e.name);
-    const DType dtype = storage_dtype(backend, e.name, src);
+    const DType dtype = stored_in_compute_dtype(e.name, src) ? backend.compute_dtype() : DType::F32;
     const std::string gain = folded_gain(e.name);
     Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, state.at(gain), e.name), dtype);
     bytes_ += dev.nbytes();

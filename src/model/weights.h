@@ -1,10 +1,9 @@
 // The model's parameters on the compute device, by upstream state-dict name.
 //
 // Matrix weights of the encoder and aggregator are stored in the backend's
-// compute dtype (bfloat16 on CUDA, float32 on CPU), those of the DPT head in
-// Backend::depth_head_dtype() (its last layer in float32); vectors (norms,
-// biases, LayerScale gains) and the camera head stay float32, as upstream
-// runs the heads with autocast off.
+// compute dtype (bfloat16 on CUDA, float32 on CPU); vectors (norms, biases,
+// LayerScale gains) and both heads stay float32, as upstream runs the heads
+// with autocast off.
 //
 // LayerScale is folded into the layer before it: a transformer block's
 // "x + ls1 * proj(a)" is "x + proj'(a)" with proj' = (diag(ls1) W, ls1 * b),

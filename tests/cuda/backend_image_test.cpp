@@ -72,7 +72,6 @@ struct ConvCase {
   int stride, pad;
   bool bias;
   bool fp32;  // full float32 (else TF32)
-  DType dtype = DType::F32;  // of x, w and out (bfloat16: the DPT head on the GPU)
 };
 
 void check_conv(const ConvCase& c, uint64_t seed) {
@@ -80,18 +79,15 @@ void check_conv(const ConvCase& c, uint64_t seed) {
   const int64_t cin = c.x[1];
   const int64_t oh = (c.x[2] + 2 * c.pad - c.k) / c.stride + 1, ow = (c.x[3] + 2 * c.pad - c.k) / c.stride + 1;
   const float w_scale = std::sqrt(3.0f / static_cast<float>(cin * c.k * c.k));
-  // bfloat16: the CPU gets the values the GPU's inputs hold, so only the
-  // output roundings (the product's, then the bias's) remain.
-  const Tensor x = representable(random_host(c.x, seed), c.dtype);
-  const Tensor w = representable(random_host({c.cout, cin, c.k, c.k}, seed + 1, -w_scale, w_scale), c.dtype);
+  const Tensor x = random_host(c.x, seed);
+  const Tensor w = random_host({c.cout, cin, c.k, c.k}, seed + 1, -w_scale, w_scale);
   const Tensor b = random_host({c.cout}, seed + 2);
   Tensor expected = cpu_poisoned({c.x[0], c.cout, oh, ow});
   cpu().conv2d(x, w, c.bias ? &b : nullptr, c.stride, c.pad, expected);
   const Tensor gb = to_gpu(b, DType::F32);
-  Tensor out = poisoned({c.x[0], c.cout, oh, ow}, c.dtype);
-  be.conv2d(to_gpu(x, c.dtype), to_gpu(w, c.dtype), c.bias ? &gb : nullptr, c.stride, c.pad, out);
-  const double bound = c.dtype == DType::BF16 ? kBf16Bound : (c.fp32 ? kFp32Bound : kTf32Bound);
-  EXPECT_TRUE(matches(out, expected, bound, c.name));
+  Tensor out = poisoned({c.x[0], c.cout, oh, ow}, DType::F32);
+  be.conv2d(to_gpu(x, DType::F32), to_gpu(w, DType::F32), c.bias ? &gb : nullptr, c.stride, c.pad, out);
+  EXPECT_TRUE(matches(out, expected, c.fp32 ? kFp32Bound : kTf32Bound, c.name));
 }
 
 TEST(CudaBackendImage, Conv2dMatchesCpuAtDptShapes) {
@@ -114,13 +110,6 @@ TEST(CudaBackendImage, Conv2dMatchesCpuAtDptShapes) {
       {"odd 2 x 3@7x5 -> 4 3x3 s2 fp32", {2, 3, 7, 5}, 4, 3, 2, 1, true, true},
       {"odd 5@4x4 -> 3 1x1 tf32", {1, 5, 4, 4}, 3, 1, 1, 0, false, false},
       {"odd 2@3x3 -> 1 3x3 no pad fp32", {1, 2, 3, 3}, 1, 3, 1, 0, true, true},
-      // bfloat16 (float32 accumulation).
-      {"residual unit 256@108x144 3x3 bf16", {1, 256, 108, 144}, 256, 3, 1, 1, true, false, DType::BF16},
-      {"resize_layers.3 1024@27x36 -> 1024 3x3 s2 bf16", {1, 1024, 27, 36}, 1024, 3, 2, 1, true, false, DType::BF16},
-      {"out_conv 256@216x288 1x1 bf16", {1, 256, 216, 288}, 256, 1, 1, 0, true, false, DType::BF16},
-      {"output_conv2.0 128@378x504 -> 32 3x3 bf16", {1, 128, 378, 504}, 32, 3, 1, 1, true, false, DType::BF16},
-      {"layer4_rn 1024@14x18 -> 256 3x3 no bias bf16", {1, 1024, 14, 18}, 256, 3, 1, 1, false, false, DType::BF16},
-      {"odd 2 x 3@7x5 -> 4 3x3 s2 bf16", {2, 3, 7, 5}, 4, 3, 2, 1, true, false, DType::BF16},
   };
   uint64_t seed = 7000;
   for (const ConvCase& c : cases) {
@@ -137,15 +126,12 @@ TEST(CudaBackendImage, ConvTranspose2dMatchesCpu) {
     int64_t cout;
     int k;
     bool bias, fp32;
-    DType dtype = DType::F32;
   };
   const Case cases[] = {
       {"resize_layers.0 256@27x36 x4", {1, 256, 27, 36}, 256, 4, true, false},
       {"resize_layers.1 2 x 512@27x36 x2", {2, 512, 27, 36}, 512, 2, true, false},
       {"resize_layers.1 512@27x36 x2 fp32", {1, 512, 27, 36}, 512, 2, true, true},
       {"odd 2 x 3@2x3 -> 5 x3 no bias fp32", {2, 3, 2, 3}, 5, 3, false, true},
-      {"resize_layers.0 256@27x36 x4 bf16", {1, 256, 27, 36}, 256, 4, true, false, DType::BF16},
-      {"odd 2 x 3@2x3 -> 5 x3 no bias bf16", {2, 3, 2, 3}, 5, 3, false, false, DType::BF16},
   };
   uint64_t seed = 7500;
   for (const Case& c : cases) {
@@ -153,17 +139,16 @@ TEST(CudaBackendImage, ConvTranspose2dMatchesCpu) {
     CudaBackend& be = c.fp32 ? gpu_fp32() : gpu();
     const int64_t cin = c.x[1];
     const float w_scale = std::sqrt(3.0f / static_cast<float>(cin));
-    const Tensor x = representable(random_host(c.x, seed += 10), c.dtype);
-    const Tensor w = representable(random_host({cin, c.cout, c.k, c.k}, seed + 1, -w_scale, w_scale), c.dtype);
+    const Tensor x = random_host(c.x, seed += 10);
+    const Tensor w = random_host({cin, c.cout, c.k, c.k}, seed + 1, -w_scale, w_scale);
     const Tensor b = random_host({c.cout}, seed + 2);
     const Shape out_shape = {c.x[0], c.cout, c.x[2] * c.k, c.x[3] * c.k};
     Tensor expected = cpu_poisoned(out_shape);
     cpu().conv_transpose2d(x, w, c.bias ? &b : nullptr, c.k, expected);
     const Tensor gb = to_gpu(b, DType::F32);
-    Tensor out = poisoned(out_shape, c.dtype);
-    be.conv_transpose2d(to_gpu(x, c.dtype), to_gpu(w, c.dtype), c.bias ? &gb : nullptr, c.k, out);
-    const double bound = c.dtype == DType::BF16 ? kBf16Bound : (c.fp32 ? kFp32Bound : kTf32Bound);
-    EXPECT_TRUE(matches(out, expected, bound, c.name));
+    Tensor out = poisoned(out_shape, DType::F32);
+    be.conv_transpose2d(to_gpu(x, DType::F32), to_gpu(w, DType::F32), c.bias ? &gb : nullptr, c.k, out);
+    EXPECT_TRUE(matches(out, expected, c.fp32 ? kFp32Bound : kTf32Bound, c.name));
   }
 }
 
@@ -206,33 +191,7 @@ TEST(CudaBackendImage, ResizeBilinearMatchesCpu) {
     const Tensor gpu_add = to_gpu(add, DType::F32);
     gpu().resize_bilinear(to_gpu(x, DType::F32), &gpu_add, sum);
     EXPECT_TRUE(matches(sum, expected_sum, 1e-6, std::string(c.name) + " + add"));
-
-    // bfloat16 maps (the DPT head on the GPU): float32 arithmetic on the
-    // bf16 inputs, one rounding of the result.
-    const Tensor xb = representable(x, DType::BF16);
-    Tensor expected_b = cpu_poisoned(out_shape);
-    cpu().resize_bilinear(xb, &add, expected_b);
-    Tensor out_b = poisoned(out_shape, DType::BF16);
-    gpu().resize_bilinear(to_gpu(xb, DType::BF16), &gpu_add, out_b);
-    EXPECT_TRUE(matches(out_b, expected_b, kBf16Bound, std::string(c.name) + " + add, bf16"));
   }
-}
-
-// The channel bias of a bfloat16 convolution and the float32 bias of the
-// DPT head's projections reach bfloat16 maps.
-TEST(CudaBackendImage, Bf16ConvWithoutBiasPlusBiasEqualsConvWithBias) {
-  LB_REQUIRE_CUDA_DEVICE();
-  const Tensor x = representable(random_host({1, 16, 9, 11}, 8800), DType::BF16);
-  const Tensor w = representable(random_host({8, 16, 3, 3}, 8801, -0.2f, 0.2f), DType::BF16);
-  const Tensor b = random_host({8}, 8802);
-  Tensor with_bias = poisoned({1, 8, 9, 11}, DType::BF16), without = poisoned({1, 8, 9, 11}, DType::BF16);
-  const Tensor gx = to_gpu(x, DType::BF16), gw = to_gpu(w, DType::BF16), gb = to_gpu(b, DType::F32);
-  gpu().conv2d(gx, gw, &gb, 1, 1, with_bias);
-  gpu().conv2d(gx, gw, nullptr, 1, 1, without);
-  Tensor expected = gpu().download(without);
-  for (int64_t c = 0; c < 8; ++c)
-    for (int64_t i = 0; i < 99; ++i) expected.f32()[c * 99 + i] += b.f32()[c];
-  EXPECT_TRUE(matches(with_bias, expected, kBf16Bound, "bias"));
 }
 
 }  // namespace

@@ -62,8 +62,8 @@ struct ConvPlan {
 }  // namespace
 
 std::string ConvShape::describe() const {
-  return fmt::format("[{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {}, {})", batches, in_channels, height, width,
-                     out_channels, in_channels, kernel, kernel, stride, pad, dtype_name(dtype));
+  return fmt::format("[{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {})", batches, in_channels, height, width,
+                     out_channels, in_channels, kernel, kernel, stride, pad);
 }
 
 // The largest workspace offered to the candidates while they are timed.
@@ -94,7 +94,7 @@ struct Conv::Impl {
   }
 
   // x, w, y: the first call's tensors, used when benchmarking.
-  const ConvPlan& plan_for(const ConvShape& s, const void* x, const void* w, void* y) {
+  const ConvPlan& plan_for(const ConvShape& s, const float* x, const float* w, float* y) {
     if (auto it = plans.find(s); it != plans.end()) return *it->second;
     cudnnHandle_t h = get_handle();
     auto plan = std::make_unique<ConvPlan>();
@@ -102,22 +102,19 @@ struct Conv::Impl {
     LB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
     LB_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
     LB_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
-    // bfloat16 data with float32 accumulation (cuDNN's BFLOAT16_CONFIG).
-    LB_CHECK(s.dtype == DType::F32 || s.dtype == DType::BF16, "cuda backend: conv2d of {} data", dtype_name(s.dtype));
-    const cudnnDataType_t data = s.dtype == DType::BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, data, to_int(s.batches, s),
+    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(s.batches, s),
                                               to_int(s.in_channels, s), to_int(s.height, s), to_int(s.width, s)));
-    LB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, data, CUDNN_TENSOR_NCHW, to_int(s.out_channels, s),
+    LB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(s.out_channels, s),
                                               to_int(s.in_channels, s), to_int(s.kernel, s), to_int(s.kernel, s)));
     const int pad = to_int(s.pad, s), stride = to_int(s.stride, s);
     LB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                                    CUDNN_DATA_FLOAT));
-    const cudnnMathType_t requested = allow_tf32 || s.dtype == DType::BF16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    const cudnnMathType_t requested = allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     LB_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, requested));
     int n = 0, c = 0, oh = 0, ow = 0;
     LB_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &c, &oh, &ow));
     LB_ASSERT(n == s.batches && c == s.out_channels && oh == s.out_height() && ow == s.out_width());
-    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, data, n, c, oh, ow));
+    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, oh, ow));
 
     // Candidates best first. A candidate may name a math type other than the
     // descriptor's (see cuDNN's notes on cudnnGet); it is used with that math
@@ -146,8 +143,7 @@ struct Conv::Impl {
       const cudnnConvolutionFwdAlgoPerf_t& p = candidates[static_cast<size_t>(i)];
       if (p.status != CUDNN_STATUS_SUCCESS) continue;
       if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;  // would round to float16
-      // (bfloat16 data has nothing to lose to TF32; float32 keeps FMA math when TF32 is off.)
-      const cudnnMathType_t math = allow_tf32 || s.dtype == DType::BF16 ? p.mathType : CUDNN_FMA_MATH;
+      const cudnnMathType_t math = allow_tf32 ? p.mathType : CUDNN_FMA_MATH;
       if (cudnnSetConvolutionMathType(plan->conv, math) != CUDNN_STATUS_SUCCESS) continue;
       size_t bytes = 0;
       if (cudnnGetConvolutionForwardWorkspaceSize(h, plan->x, plan->w, plan->conv, plan->y, p.algo, &bytes) !=
@@ -170,7 +166,7 @@ Conv::~Conv() = default;
 
 size_t Conv::plan_count() const { return impl_->plans.size(); }
 
-void Conv::forward(const ConvShape& s, const void* x, const void* w, void* y) {
+void Conv::forward(const ConvShape& s, const float* x, const float* w, float* y) {
   if (s.batches == 0 || s.out_channels == 0 || s.out_height() <= 0 || s.out_width() <= 0) return;
   const ConvPlan& plan = impl_->plan_for(s, x, w, y);
   void* workspace = plan.workspace > 0 ? impl_->workspace.get(plan.workspace) : nullptr;

@@ -1,5 +1,4 @@
-// 2-D convolutions of the DPT head through cuDNN (NCHW; float32, or
-// bfloat16 with float32 accumulation).
+// 2-D convolutions of the DPT head through cuDNN (float32 NCHW).
 //
 // Descriptors and the algorithm are chosen once per shape and cached: by
 // cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no trial runs,
@@ -13,8 +12,6 @@
 // libraries, which a run without a depth head never needs.
 #pragma once
 
-#include "core/dtype.h"
-
 #include <cuda_runtime_api.h>
 
 #include <compare>
@@ -27,7 +24,6 @@ namespace lingbot::cuda {
 struct ConvShape {
   int64_t batches = 0, in_channels = 0, height = 0, width = 0;
   int64_t out_channels = 0, kernel = 0, stride = 1, pad = 0;
-  DType dtype = DType::F32;  // of x, w and y: F32 or BF16
   int64_t out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
   int64_t out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
   std::string describe() const;
@@ -43,7 +39,7 @@ class Conv {
 
   // y[n, cout, oh, ow] = sum over (ci, ky, kx) of w[cout, ci, ky, kx] *
   // x[n, ci, oy*stride - pad + ky, ox*stride - pad + kx] (zero outside), no bias.
-  void forward(const ConvShape& shape, const void* x, const void* w, void* y);
+  void forward(const ConvShape& shape, const float* x, const float* w, float* y);
   size_t plan_count() const;
 
  private:

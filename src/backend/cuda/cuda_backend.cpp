@@ -60,8 +60,8 @@ struct Nchw {
 
 Nchw nchw_of(const Tensor& t, const char* op, const char* what) {
   check_on_device(t, op, what);
-  LB_CHECK(t.ndim() == 4 && (t.dtype() == DType::F32 || t.dtype() == DType::BF16),
-           "cuda backend: {}: {} must be float32 or bfloat16 NCHW, got {}", op, what, t.describe());
+  LB_CHECK(t.ndim() == 4 && t.dtype() == DType::F32, "cuda backend: {}: {} must be float32 NCHW, got {}", op, what,
+           t.describe());
   return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
 }
 
@@ -154,11 +154,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
     const std::string v(env);
     LB_CHECK(v == "equal" || v == "main", "LINGBOT_CUDA_LANE_PRIORITY must be equal or main, got '{}'", v);
     options_.lane_priority = v == "main" ? CudaBackendOptions::LanePriority::Main : CudaBackendOptions::LanePriority::Equal;
-  }
-  if (const char* env = std::getenv("LINGBOT_CUDA_DEPTH_HEAD")) {
-    const std::string v(env);
-    LB_CHECK(v == "bf16" || v == "f32", "LINGBOT_CUDA_DEPTH_HEAD must be bf16 or f32, got '{}'", v);
-    options_.depth_head_bf16 = v == "bf16";
   }
   if (const char* env = std::getenv("LINGBOT_CUDNN_FIND"); env && std::string(env) == "1")
     options_.benchmark_convolutions = true;
@@ -721,8 +716,8 @@ void CudaBackend::patchify(const Tensor& images, int patch, const std::array<flo
   const char* op = "patchify";
   const Nchw s = nchw_of(images, op, "images");
   check_on_device(patches, op, "patches");
-  LB_CHECK(patch > 0 && s.c == 3 && s.h % patch == 0 && s.w % patch == 0 && images.dtype() == DType::F32,
-           "patchify: {} is not float32 3 x multiples of {}", images.describe(), patch);
+  LB_CHECK(patch > 0 && s.c == 3 && s.h % patch == 0 && s.w % patch == 0, "patchify: {} is not 3 x multiples of {}",
+           images.describe(), patch);
   const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * int64_t{patch} * patch;
   LB_CHECK(patches.numel() == s.n * gh * gw * row, "patchify: output {}", patches.describe());
   kernels::patchify(images.data_as<const float>(), s.n, s.h, s.w, patch, mean.data(), std.data(), patches.data(),
@@ -751,8 +746,7 @@ void CudaBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int 
   const Nchw in = nchw_of(x, op, "input");
   const Nchw o = nchw_of(out, op, "output");
   check_on_device(w, op, "weight");
-  LB_CHECK(w.ndim() == 4 && w.dtype() == x.dtype() && out.dtype() == x.dtype() && w.dim(1) == in.c &&
-               w.dim(2) == w.dim(3) && w.dim(0) == o.c,
+  LB_CHECK(w.ndim() == 4 && w.dtype() == DType::F32 && w.dim(1) == in.c && w.dim(2) == w.dim(3) && w.dim(0) == o.c,
            "conv2d: weight {} for input {} and output {}", w.describe(), x.describe(), out.describe());
   LB_CHECK(stride > 0 && pad >= 0, "conv2d: stride {} and padding {}", stride, pad);
   ConvShape s;
@@ -764,13 +758,12 @@ void CudaBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int 
   s.kernel = w.dim(2);
   s.stride = stride;
   s.pad = pad;
-  s.dtype = x.dtype();
   LB_CHECK(o.h == s.out_height() && o.w == s.out_width() && o.n == in.n,
            "conv2d: output {} does not match input {} (k {}, stride {}, pad {})", out.describe(), x.describe(), s.kernel,
            stride, pad);
-  lane_->conv->forward(s, x.data(), w.data(), out.data());
+  lane_->conv->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
   if (const float* bias = f32_vector(b, o.c, op, "bias"))
-    kernels::add_channel_bias(out.data(), out.dtype(), bias, o.n, o.c, o.h * o.w, lane_->stream);
+    kernels::add_channel_bias(out.data_as<float>(), bias, o.n, o.c, o.h * o.w, lane_->stream);
   after_op(op);
 }
 
@@ -779,8 +772,8 @@ void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tenso
   const Nchw in = nchw_of(x, op, "input");
   const Nchw o = nchw_of(out, op, "output");
   check_on_device(w, op, "weight");
-  LB_CHECK(k > 0 && w.ndim() == 4 && w.dtype() == x.dtype() && out.dtype() == x.dtype() && w.dim(0) == in.c &&
-               w.dim(2) == k && w.dim(3) == k && w.dim(1) == o.c && o.h == in.h * k && o.w == in.w * k && o.n == in.n,
+  LB_CHECK(k > 0 && w.ndim() == 4 && w.dtype() == DType::F32 && w.dim(0) == in.c && w.dim(2) == k && w.dim(3) == k &&
+               w.dim(1) == o.c && o.h == in.h * k && o.w == in.w * k && o.n == in.n,
            "conv_transpose2d: weight {} input {} output {}", w.describe(), x.describe(), out.describe());
   const float* bias = f32_vector(b, o.c, op, "bias");
   // Kernel == stride: every output pixel has exactly one input pixel, so per batch
@@ -797,12 +790,12 @@ void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tenso
   s.lda = hw;
   s.ldb = okk;
   s.ldd = hw;
-  s.ab_type = x.dtype();
-  s.d_type = DType::F32;  // the product in float32; the scatter adds the bias and rounds once
+  s.ab_type = DType::F32;
+  s.d_type = DType::F32;
   float* y = lane_->scratch->get_as<float>(okk * hw);
   for (int64_t n = 0; n < in.n; ++n) {
-    lane_->gemm->matmul(s, bytes_at(x, n * in.c * hw), w.data(), nullptr, y);
-    kernels::scatter_transposed_conv(y, bias, out.data(), out.dtype(), n, o.c, in.h, in.w, k, lane_->stream);
+    lane_->gemm->matmul(s, x.data_as<const float>() + n * in.c * hw, w.data(), nullptr, y);
+    kernels::scatter_transposed_conv(y, bias, out.data_as<float>(), n, o.c, in.h, in.w, k, lane_->stream);
   }
   after_op(op);
 }
@@ -811,8 +804,7 @@ void CudaBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& ou
   const char* op = "resize_bilinear";
   const Nchw in = nchw_of(x, op, "input");
   const Nchw o = nchw_of(out, op, "output");
-  LB_CHECK(in.n == o.n && in.c == o.c && x.dtype() == out.dtype(), "resize_bilinear: {} -> {}", x.describe(),
-           out.describe());
+  LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
   LB_CHECK(o.h * o.w == 0 || in.h * in.w > 0, "resize_bilinear: {} -> {}", x.describe(), out.describe());
   LB_CHECK(o.w <= std::numeric_limits<int>::max() && in.w <= std::numeric_limits<int>::max(),
            "resize_bilinear: rows of {} -> {} pixels are wider than the kernel indexes", in.w, o.w);
@@ -828,8 +820,8 @@ void CudaBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& ou
     a = add->data_as<const float>();
     add_planes = add->numel() / plane;
   }
-  kernels::resize_bilinear(x.data(), x.dtype(), a, add_planes, out.data(), in.n * in.c, in.h, in.w, o.h, o.w,
-                           lane_->stream);
+  kernels::resize_bilinear(x.data_as<const float>(), a, add_planes, out.data_as<float>(), in.n * in.c, in.h, in.w, o.h,
+                           o.w, lane_->stream);
   after_op(op);
 }
 

@@ -49,11 +49,6 @@ struct CudaBackendOptions {
   // the side branch filling what the main work leaves idle. Also set by the
   // environment variable LINGBOT_CUDA_LANE_PRIORITY (equal | main).
   enum class LanePriority { Equal, Main };
-  // The DPT head in bfloat16 (Backend::depth_head_dtype; see
-  // docs/cuda-backend.md for its error against upstream's float32), or in
-  // float32 like upstream (TF32 products and convolutions when allow_tf32).
-  // Also set by LINGBOT_CUDA_DEPTH_HEAD (bf16 | f32).
-  bool depth_head_bf16 = true;
   // Choose each convolution's cuDNN algorithm by timing the candidates on
   // its first call instead of by cuDNN's heuristic (slower first frame).
   // Also on when LINGBOT_CUDNN_FIND is 1.
@@ -93,7 +88,6 @@ class CudaBackend final : public Backend {
   void convert(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
   DType compute_dtype() const override { return DType::BF16; }
-  DType depth_head_dtype() const override { return options_.depth_head_bf16 ? DType::BF16 : DType::F32; }
   size_t device_memory_in_use() const override;
 
   // CUDA graphs: capture on the backend's stream (thread-local mode), replay

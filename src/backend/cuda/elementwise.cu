@@ -142,13 +142,12 @@ __global__ void residual_kernel(T* residual, const float* y, const float* gamma,
 }
 
 // x[b, ch, :] += bias[ch]; rows (b, ch) of `plane` elements (rows_grid).
-template <typename T>
-__global__ void channel_bias_kernel(T* x, const float* bias, int64_t rows, int64_t channels, int64_t plane) {
+__global__ void channel_bias_kernel(float* x, const float* bias, int64_t rows, int64_t channels, int64_t plane) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    T* xr = x + r * plane;
+    float* xr = x + r * plane;
     const float v = bias[r % channels];
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < plane; c += int64_t{gridDim.x} * blockDim.x)
-      xr[c] = from_float<T>(to_float(xr[c]) + v);
+      xr[c] += v;
   }
 }
 
@@ -249,15 +248,12 @@ void residual_update(void* residual, DType dtype, const float* y, const float* g
   LB_CUDA_CHECK_LAUNCH();
 }
 
-void add_channel_bias(void* x, DType dtype, const float* bias, int64_t batches, int64_t channels, int64_t plane,
+void add_channel_bias(float* x, const float* bias, int64_t batches, int64_t channels, int64_t plane,
                       cudaStream_t stream) {
   const int64_t n = batches * channels * plane;
   if (n == 0) return;
-  dispatch_float(dtype, "add_channel_bias", [&](auto tag) {
-    using T = decltype(tag);
-    channel_bias_kernel<T><<<rows_grid(batches * channels, plane), kThreads, 0, stream>>>(
-        static_cast<T*>(x), bias, batches * channels, channels, plane);
-  });
+  channel_bias_kernel<<<rows_grid(batches * channels, plane), kThreads, 0, stream>>>(x, bias, batches * channels,
+                                                                                    channels, plane);
   LB_CUDA_CHECK_LAUNCH();
 }
 

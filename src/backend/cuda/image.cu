@@ -34,8 +34,7 @@ __global__ void patchify_kernel(const float* images, int64_t batches, int64_t he
 }
 
 // out[b, co, oy, ox] = y[((co * k + oy % k) * k + ox % k), (oy / k) * w + ox / k] + bias[co]
-template <typename T>
-__global__ void scatter_transposed_conv_kernel(const float* y, const float* bias, T* out, int64_t cout, int64_t h,
+__global__ void scatter_transposed_conv_kernel(const float* y, const float* bias, float* out, int64_t cout, int64_t h,
                                                int64_t w, int k) {
   const int64_t oh = h * k, ow = w * k;
   const int64_t n = cout * oh * ow;
@@ -43,7 +42,7 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
     const int64_t co = o / (oh * ow), oy = (o / ow) % oh, ox = o % ow;
     const int64_t iy = oy / k, ky = oy % k, ix = ox / k, kx = ox % k;
     const float v = y[((co * k + ky) * k + kx) * (h * w) + iy * w + ix];
-    out[o] = from_float<T>(bias ? v + bias[co] : v);
+    out[o] = bias ? v + bias[co] : v;
   }
 }
 
@@ -57,9 +56,8 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
 // has several independent outputs (a grid-stride loop over rows would leave
 // each thread a long chain of dependent iterations: 150 us for the DPT
 // head's 97 MB full-resolution output, against ~40 us to write it).
-template <typename T>
-__global__ void resize_bilinear_kernel(const T* __restrict__ x, const float* __restrict__ add, int64_t add_planes,
-                                       T* __restrict__ out, int64_t rows, int64_t ih, int64_t iw, int64_t oh,
+__global__ void resize_bilinear_kernel(const float* __restrict__ x, const float* __restrict__ add, int64_t add_planes,
+                                       float* __restrict__ out, int64_t rows, int64_t ih, int64_t iw, int64_t oh,
                                        int64_t ow, float scale_h, float scale_w) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t plane = row / oh, oy = row - plane * oh;
@@ -67,19 +65,19 @@ __global__ void resize_bilinear_kernel(const T* __restrict__ x, const float* __r
     const int64_t y0 = min(static_cast<int64_t>(sy), ih - 1);
     const int64_t y1 = min(y0 + 1, ih - 1);
     const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
-    const T* r0 = x + (plane * ih + y0) * iw;
-    const T* r1 = x + (plane * ih + y1) * iw;
+    const float* r0 = x + (plane * ih + y0) * iw;
+    const float* r1 = x + (plane * ih + y1) * iw;
     const float* a = add != nullptr ? add + ((plane % add_planes) * oh + oy) * ow : nullptr;
-    T* o = out + row * ow;
+    float* o = out + row * ow;
     const int last = static_cast<int>(iw - 1);
     for (int ox = threadIdx.x; ox < ow; ox += blockDim.x) {
       const float sx = scale_w * static_cast<float>(ox);
       const int x0 = min(static_cast<int>(sx), last);
       const int x1 = min(x0 + 1, last);
       const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
-      float v = hy * (hx * to_float(r0[x0]) + lx * to_float(r0[x1])) + ly * (hx * to_float(r1[x0]) + lx * to_float(r1[x1]));
-      if (a != nullptr) v += a[ox];  // float32 rounds once more here, as a separate add pass would
-      o[ox] = from_float<T>(v);
+      float v = hy * (hx * r0[x0] + lx * r0[x1]) + ly * (hx * r1[x0] + lx * r1[x1]);
+      if (a != nullptr) v += a[ox];  // rounded once more, as a separate add pass would
+      o[ox] = v;
     }
   }
 }
@@ -103,20 +101,17 @@ void patchify(const float* images, int64_t batches, int64_t height, int64_t widt
   LB_CUDA_CHECK_LAUNCH();
 }
 
-void scatter_transposed_conv(const float* y, const float* bias, void* out, DType out_type, int64_t batch, int64_t cout,
-                             int64_t h, int64_t w, int k, cudaStream_t stream) {
+void scatter_transposed_conv(const float* y, const float* bias, float* out, int64_t batch, int64_t cout, int64_t h,
+                             int64_t w, int k, cudaStream_t stream) {
   const int64_t per_batch = cout * h * k * w * k;
   if (per_batch == 0) return;
-  dispatch_float(out_type, "scatter_transposed_conv", [&](auto tag) {
-    using T = decltype(tag);
-    scatter_transposed_conv_kernel<T><<<grid_for(per_batch), kThreads, 0, stream>>>(
-        y, bias, static_cast<T*>(out) + batch * per_batch, cout, h, w, k);
-  });
+  scatter_transposed_conv_kernel<<<grid_for(per_batch), kThreads, 0, stream>>>(y, bias, out + batch * per_batch, cout,
+                                                                               h, w, k);
   LB_CUDA_CHECK_LAUNCH();
 }
 
-void resize_bilinear(const void* x, DType dtype, const float* add, int64_t add_planes, void* out, int64_t planes,
-                     int64_t ih, int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream) {
+void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
+                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream) {
   // Rows are indexed in int (the caller checks their widths).
   const int64_t n = planes * oh * ow;
   if (n == 0) return;
@@ -126,12 +121,8 @@ void resize_bilinear(const void* x, DType dtype, const float* add, int64_t add_p
   const int64_t rows = planes * oh;
   constexpr int kRowThreads = 128;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  dispatch_float(dtype, "resize_bilinear", [&](auto tag) {
-    using T = decltype(tag);
-    resize_bilinear_kernel<T><<<blocks, kRowThreads, 0, stream>>>(static_cast<const T*>(x), add, add_planes,
-                                                                  static_cast<T*>(out), rows, ih, iw, oh, ow, scale_h,
-                                                                  scale_w);
-  });
+  resize_bilinear_kernel<<<blocks, kRowThreads, 0, stream>>>(x, add, add_planes, out, rows, ih, iw, oh, ow, scale_h,
+                                                             scale_w);
   LB_CUDA_CHECK_LAUNCH();
 }
 

@@ -38,7 +38,7 @@ void adaln_modulate(const void* xn, const void* mod, const void* residual, void*
 void residual_update(void* residual, DType dtype, const float* y, const float* gamma, int64_t rows, int64_t cols,
                      cudaStream_t stream);
 // x[b, c, p] += bias[c] for x [batches, channels, plane] float32.
-void add_channel_bias(void* x, DType dtype, const float* bias, int64_t batches, int64_t channels, int64_t plane,
+void add_channel_bias(float* x, const float* bias, int64_t batches, int64_t channels, int64_t plane,
                       cudaStream_t stream);
 
 // ---- float32 products with few rows (gemv.cu) ------------------------------
@@ -68,13 +68,12 @@ void patchify(const float* images, int64_t batches, int64_t height, int64_t widt
 // ConvTranspose2d with kernel == stride k, after its matrix product:
 //   out[b, co, iy*k + ky, ix*k + kx] = y[(co, ky, kx), iy * w + ix] + bias[co]
 // y float32 [cout * k * k, h * w] for one batch b; out float32 [batches, cout, h*k, w*k]; bias may be null.
-void scatter_transposed_conv(const float* y, const float* bias, void* out, DType out_type, int64_t batch, int64_t cout,
-                             int64_t h, int64_t w, int k, cudaStream_t stream);
+void scatter_transposed_conv(const float* y, const float* bias, float* out, int64_t batch, int64_t cout, int64_t h,
+                             int64_t w, int k, cudaStream_t stream);
 // Bilinear resize, align_corners=True, float coordinates exactly as backend/cpu/cpu_image_ops.cpp:
-// x [planes, ih, iw] -> out [planes, oh, ow] of `dtype` (float32 or bfloat16; float32 arithmetic); plus
-// add[plane % add_planes] (float32) when add is not null.
-void resize_bilinear(const void* x, DType dtype, const float* add, int64_t add_planes, void* out, int64_t planes,
-                     int64_t ih, int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream);
+// x [planes, ih, iw] -> out [planes, oh, ow], float32; plus add[plane % add_planes] when add is not null.
+void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
+                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream);
 
 // ---- normalisation (norm.cu) ----------------------------------------------
 
