@@ -66,19 +66,14 @@ std::string ConvShape::describe() const {
                      out_channels, in_channels, kernel, kernel, stride, pad);
 }
 
-// The largest workspace offered to the candidates while they are timed.
-constexpr size_t kFindWorkspaceBytes = size_t{128} << 20;
-
 struct Conv::Impl {
   cudaStream_t stream;
   bool allow_tf32;
-  bool benchmark;
   cudnnHandle_t handle = nullptr;
   DeviceScratch workspace;
   std::map<ConvShape, std::unique_ptr<ConvPlan>> plans;
 
-  Impl(cudaStream_t s, bool tf32, bool bench)
-      : stream(s), allow_tf32(tf32), benchmark(bench), workspace(s, "the cuDNN workspace") {}
+  Impl(cudaStream_t s, bool tf32) : stream(s), allow_tf32(tf32), workspace(s, "the cuDNN workspace") {}
   ~Impl() {
     plans.clear();
     if (handle) cudnnDestroy(handle);
@@ -93,8 +88,7 @@ struct Conv::Impl {
     return handle;
   }
 
-  // x, w, y: the first call's tensors, used when benchmarking.
-  const ConvPlan& plan_for(const ConvShape& s, const float* x, const float* w, float* y) {
+  const ConvPlan& plan_for(const ConvShape& s) {
     if (auto it = plans.find(s); it != plans.end()) return *it->second;
     cudnnHandle_t h = get_handle();
     auto plan = std::make_unique<ConvPlan>();
@@ -124,20 +118,8 @@ struct Conv::Impl {
     LB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> candidates(static_cast<size_t>(std::max(max_count, 1)));
     int returned = 0;
-    if (benchmark) {
-      // Timed on the stream: outside any capture, and the inputs must be ready.
-      check_not_capturing(stream, "timing cuDNN's convolution algorithms");
-      LB_CUDA_CHECK(cudaStreamSynchronize(stream));
-      void* scratch = device_malloc(kFindWorkspaceBytes, "timing cuDNN's convolution algorithms");
-      const cudnnStatus_t status =
-          cudnnFindConvolutionForwardAlgorithmEx(h, plan->x, x, plan->w, w, plan->conv, plan->y, y, max_count, &returned,
-                                                 candidates.data(), scratch, kFindWorkspaceBytes);
-      device_free(scratch);
-      LB_CUDNN_CHECK(status);
-    } else {
-      LB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan->x, plan->w, plan->conv, plan->y, max_count,
-                                                            &returned, candidates.data()));
-    }
+    LB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan->x, plan->w, plan->conv, plan->y, max_count, &returned,
+                                                          candidates.data()));
     bool chosen = false;
     for (int i = 0; i < returned && !chosen; ++i) {
       const cudnnConvolutionFwdAlgoPerf_t& p = candidates[static_cast<size_t>(i)];
@@ -160,15 +142,14 @@ struct Conv::Impl {
   }
 };
 
-Conv::Conv(cudaStream_t stream, bool allow_tf32, bool benchmark)
-    : impl_(std::make_unique<Impl>(stream, allow_tf32, benchmark)) {}
+Conv::Conv(cudaStream_t stream, bool allow_tf32) : impl_(std::make_unique<Impl>(stream, allow_tf32)) {}
 Conv::~Conv() = default;
 
 size_t Conv::plan_count() const { return impl_->plans.size(); }
 
 void Conv::forward(const ConvShape& s, const float* x, const float* w, float* y) {
   if (s.batches == 0 || s.out_channels == 0 || s.out_height() <= 0 || s.out_width() <= 0) return;
-  const ConvPlan& plan = impl_->plan_for(s, x, w, y);
+  const ConvPlan& plan = impl_->plan_for(s);
   void* workspace = plan.workspace > 0 ? impl_->workspace.get(plan.workspace) : nullptr;
   const float one = 1.0f, zero = 0.0f;
   LB_CUDNN_CHECK(cudnnConvolutionForward(impl_->handle, &one, plan.x, x, plan.w, w, plan.conv, plan.algo, workspace,

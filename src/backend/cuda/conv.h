@@ -1,10 +1,9 @@
 // 2-D convolutions of the DPT head through cuDNN (float32 NCHW).
 //
-// Descriptors and the algorithm are chosen once per shape and cached: by
-// cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no trial runs,
-// so the first frame stays fast and nothing is allocated for benchmarking),
-// or, with `benchmark`, by timing the candidates on the first call's own
-// tensors (cudnnFindConvolutionForwardAlgorithmEx, a temporary workspace); the workspace is one buffer grown to the largest need. TF32 (the
+// Descriptors and the algorithm are chosen once per shape with cuDNN's
+// heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no trial runs, so the
+// first frame stays fast and nothing is allocated for benchmarking) and
+// cached; the workspace is one buffer grown to the largest need. TF32 (the
 // PyTorch default for cuDNN convolutions) is allowed or not per backend:
 // CUDNN_DEFAULT_MATH or CUDNN_FMA_MATH on the descriptor. Conversions to
 // float16 (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
@@ -32,7 +31,7 @@ struct ConvShape {
 
 class Conv {
  public:
-  Conv(cudaStream_t stream, bool allow_tf32, bool benchmark = false);
+  Conv(cudaStream_t stream, bool allow_tf32);
   ~Conv();
   Conv(const Conv&) = delete;
   Conv& operator=(const Conv&) = delete;

@@ -155,8 +155,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
     LB_CHECK(v == "equal" || v == "main", "LINGBOT_CUDA_LANE_PRIORITY must be equal or main, got '{}'", v);
     options_.lane_priority = v == "main" ? CudaBackendOptions::LanePriority::Main : CudaBackendOptions::LanePriority::Equal;
   }
-  if (const char* env = std::getenv("LINGBOT_CUDNN_FIND"); env && std::string(env) == "1")
-    options_.benchmark_convolutions = true;
   make_lane(main_, lane_priority(true));
   try {
     LB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
@@ -188,7 +186,7 @@ void CudaBackend::make_lane(Lane& lane, int priority) const {
   LB_CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, priority));
   try {
     lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32);
-    lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32, options_.benchmark_convolutions);
+    lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32);
     lane.scratch = std::make_unique<DeviceScratch>(lane.stream, "float32 scratch");
   } catch (...) {
     destroy_lane(lane);

@@ -49,10 +49,6 @@ struct CudaBackendOptions {
   // the side branch filling what the main work leaves idle. Also set by the
   // environment variable LINGBOT_CUDA_LANE_PRIORITY (equal | main).
   enum class LanePriority { Equal, Main };
-  // Choose each convolution's cuDNN algorithm by timing the candidates on
-  // its first call instead of by cuDNN's heuristic (slower first frame).
-  // Also on when LINGBOT_CUDNN_FIND is 1.
-  bool benchmark_convolutions = false;
   LanePriority lane_priority = LanePriority::Equal;
   // Wait for the stream after every op and report the first failing op by
   // name (debugging; defeats asynchrony). Also on when the environment
