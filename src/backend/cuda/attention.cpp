@@ -127,11 +127,6 @@ AttentionArgs<T> make_args(const Tensor& q, Tensor& out, int32_t groups, int32_t
   a.num_heads = num_heads;
   a.head_dim = head_dim;
   a.scale_log2 = attn::kLog2e / std::sqrt(static_cast<float>(head_dim));
-  static const bool skip = [] {
-    const char* env = std::getenv("LINGBOT_ATTENTION_SKIP_RESCALE");
-    return env != nullptr && std::string(env) == "1";
-  }();
-  a.skip_unit_rescale = skip;
   return a;
 }
 

@@ -43,10 +43,6 @@ struct AttentionArgs {
   // A 16-byte aligned device address that the tensor-core kernels' zero-fill
   // copies (cp.async with 0 source bytes) name; nothing is read from it.
   const void* zero_fill_src = nullptr;
-  // Experiment (round 26, LINGBOT_ATTENTION_SKIP_RESCALE=1): the
-  // warp-specialised kernel skips the rescale of O in tiles where no row of
-  // the warp found a new maximum (every alpha is exactly 1).
-  bool skip_unit_rescale = false;
 
   LB_HOST_DEVICE int64_t row_stride() const { return int64_t{num_heads} * head_dim; }
   LB_HOST_DEVICE int64_t total_rows() const { return int64_t{groups} * rows; }

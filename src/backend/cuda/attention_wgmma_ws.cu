@@ -282,10 +282,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
     pin_registers(o);
     pin_registers(pa);
     if constexpr (!kFirst) release_stage((t - 1) % kStages);
-    if (!a.skip_unit_rescale || __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-      for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
-    }
+    for (int e = 0; e < 32; ++e) o[e] *= alpha[(e >> 1) & 1];
     pack_p_fragments<kKSteps>(s, pa);
   };
   if (n_tiles > 0) step(0, std::true_type{});
