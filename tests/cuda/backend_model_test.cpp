@@ -69,14 +69,19 @@ std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_
   return out;
 }
 
+// The manifest's entry for one variant (null if none has that name).
+nlohmann::json variant_named(const nlohmann::json& manifest, const std::string& name) {
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == name) return v;
+  return nullptr;
+}
+
 class CudaBackendModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
   LB_REQUIRE_CUDA_DEVICE();
   const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  nlohmann::json variant;
-  for (const auto& v : manifest["variants"])
-    if (v["name"] == GetParam()) variant = v;
+  const nlohmann::json variant = variant_named(manifest, GetParam());
   ASSERT_FALSE(variant.is_null()) << GetParam();
   const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
   const int H = manifest["height"], W = manifest["width"];
@@ -110,9 +115,7 @@ TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
 TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
   LB_REQUIRE_CUDA_DEVICE();
   const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  nlohmann::json variant;
-  for (const auto& v : manifest["variants"])
-    if (v["name"] == GetParam()) variant = v;
+  const nlohmann::json variant = variant_named(manifest, GetParam());
   ASSERT_FALSE(variant.is_null()) << GetParam();
   const int H = manifest["height"], W = manifest["width"];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
