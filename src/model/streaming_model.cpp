@@ -118,6 +118,12 @@ Tensor& StreamingModel::kept_layer(size_t i, int tokens) {
   return ws_->get(fmt::format("heads.in{}", i), {tokens, 2 * config_.embed_dim}, DType::F32);
 }
 
+std::array<const Tensor*, 4> StreamingModel::kept_layers(int tokens) {
+  std::array<const Tensor*, 4> layers{};
+  for (size_t i = 0; i < layers.size(); ++i) layers[i] = &kept_layer(i, tokens);
+  return layers;
+}
+
 void StreamingModel::compute_heads(const std::array<const Tensor*, 4>& layers, int S, int H, int W,
                                    const FrameGrid& grid, bool as_branches, StepOutputs& out) {
   const auto sync = [this] { be_.synchronize(); };
@@ -149,10 +155,9 @@ void StreamingModel::compute_step(int S, int H, int W, bool defer_heads, const P
   // main work below writes only this frame's.
   out = StepOutputs{};
   if (pending != nullptr) {
-    std::array<const Tensor*, 4> pending_layers{};
-    for (size_t i = 0; i < pending_layers.size(); ++i) pending_layers[i] = &kept_layer(i, pending->grid.tokens());
     be_.begin_side_branch();
-    compute_heads(pending_layers, 1, pending->height, pending->width, pending->grid, /*as_branches=*/false, out);
+    compute_heads(kept_layers(pending->grid.tokens()), 1, pending->height, pending->width, pending->grid,
+                  /*as_branches=*/false, out);
     be_.end_side_branch();
   }
   Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
@@ -262,10 +267,9 @@ void StreamingModel::launch_pending_heads() {
   const PendingHeads pending = *pending_heads_;
   pending_heads_.reset();
   camera_->prepare(1, pending.store);
-  std::array<const Tensor*, 4> layers{};
-  for (size_t i = 0; i < layers.size(); ++i) layers[i] = &kept_layer(i, pending.grid.tokens());
   StepOutputs outputs;
-  compute_heads(layers, 1, pending.height, pending.width, pending.grid, /*as_branches=*/true, outputs);
+  compute_heads(kept_layers(pending.grid.tokens()), 1, pending.height, pending.width, pending.grid,
+                /*as_branches=*/true, outputs);
   camera_->finish();
   read_back(outputs, 1, pending.height, pending.width, pending.store, pending.index);
 }

@@ -137,8 +137,9 @@ class StreamingModel {
   // heads of that earlier frame run as a side branch beside the aggregator.
   void compute_step(int frames, int height, int width, bool defer_heads, const PendingHeads* pending,
                     StepOutputs& out);
-  // The pending frame's copy of aggregator output layer i.
+  // The pending frame's copy of aggregator output layer i, and all four.
   Tensor& kept_layer(size_t i, int tokens);
+  std::array<const Tensor*, 4> kept_layers(int tokens);
   // Both heads on the given aggregator layers. With `as_branches` the depth
   // head runs as a side branch beside the camera head; without, in order.
   void compute_heads(const std::array<const Tensor*, 4>& layers, int frames, int height, int width,

@@ -2,6 +2,9 @@
 
 #include "model/checkpoint_check.h"
 
+#include <string_view>
+#include <utility>
+
 namespace lingbot {
 
 namespace {
@@ -10,14 +13,10 @@ bool stored_in_compute_dtype(const std::string& name, const Tensor& t) {
   return t.ndim() >= 2 && name.rfind("aggregator.", 0) == 0;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // src [rows, ...] (a weight) or [rows] (a bias), each row scaled by gain[row],
 // in float32 (a new tensor: the source may be a view into the checkpoint).
 Tensor scale_rows(const Tensor& src, const Tensor& gain, const std::string& name) {
-  Tensor out = src.to_dtype(DType::F32).clone();
+  Tensor out = src.dtype() == DType::F32 ? src.clone() : src.to_dtype(DType::F32);
   const Tensor g = gain.to_dtype(DType::F32);
   const int64_t rows = out.dim(0);
   LB_CHECK(g.numel() == rows, "{}: LayerScale gain of {} values for {} output features", name, g.numel(), rows);
@@ -31,11 +30,15 @@ Tensor scale_rows(const Tensor& src, const Tensor& gain, const std::string& name
 }  // namespace
 
 std::string DeviceWeights::folded_gain(const std::string& name) {
-  for (const char* param : {".weight", ".bias"}) {
-    if (!ends_with(name, param)) continue;
-    const std::string layer = name.substr(0, name.size() - std::string(param).size());
-    if (ends_with(layer, ".attn.proj")) return layer.substr(0, layer.size() - 10) + ".ls1.gamma";
-    if (ends_with(layer, ".mlp.fc2")) return layer.substr(0, layer.size() - 8) + ".ls2.gamma";
+  // (layer suffix, its gain) for the two layers that end a residual branch.
+  static const std::pair<std::string_view, std::string_view> kFolded[] = {{".attn.proj", ".ls1.gamma"},
+                                                                          {".mlp.fc2", ".ls2.gamma"}};
+  for (const std::string_view param : {".weight", ".bias"}) {
+    if (!name.ends_with(param)) continue;
+    const std::string_view layer = std::string_view(name).substr(0, name.size() - param.size());
+    for (const auto& [suffix, gain] : kFolded) {
+      if (layer.ends_with(suffix)) return std::string(layer.substr(0, layer.size() - suffix.size())).append(gain);
+    }
   }
   return "";
 }

@@ -182,6 +182,25 @@ void allow_dynamic_smem(int bytes) {
   (void)done;
 }
 
+// The host side of the three tensor-core kernels (mma.sync, wgmma v1,
+// wgmma-ws): a launch over tensor_core_grid() with `smem_bytes` of dynamic
+// shared memory, and the kernel's resident CTAs per SM for the split choice
+// (asked once per device; the query sees the shared-memory allowance).
+template <auto kKernel, typename Keys>
+void launch_tensor_core_kernel(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, int threads,
+                               int smem_bytes, cudaStream_t stream) {
+  if (smem_bytes > 0) allow_dynamic_smem<kKernel>(smem_bytes);
+  kKernel<<<tensor_core_grid(args), threads, smem_bytes, stream>>>(args, keys);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+template <auto kKernel>
+int tensor_core_ctas_per_sm(int threads, int smem_bytes) {
+  static thread_local OccupancyCache cache;
+  if (smem_bytes > 0) allow_dynamic_smem<kKernel>(smem_bytes);
+  return resident_ctas_per_sm(cache, reinterpret_cast<const void*>(kKernel), threads, smem_bytes);
+}
+
 // ---- a warp's 16 query rows in the tensor-core fragment layouts ----------
 // The three tensor-core kernels (mma.sync, wgmma v1, wgmma-ws) give each
 // warp 16 query rows [first_row, first_row + 16) of the CTA's (group, head)

@@ -32,7 +32,6 @@
 //   the C fragments of S for keys [16kk, 16kk+16) are the A fragments of P:
 //     a0 = S[2kk].c0c1, a1 = S[2kk].c2c3, a2 = S[2kk+1].c0c1, a3 = S[2kk+1].c2c3.
 #include "backend/cuda/attention_kernels.cuh"
-#include "backend/cuda/cuda_check.h"
 
 #include <cuda_bf16.h>
 
@@ -302,8 +301,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArg
 
 template <typename Keys>
 void launch_attention_mma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  attention_mma_kernel<Keys><<<tensor_core_grid(args), kThreads, 0, stream>>>(args, keys);
-  LB_CUDA_CHECK_LAUNCH();
+  launch_tensor_core_kernel<attention_mma_kernel<Keys>>(args, keys, kThreads, 0, stream);
 }
 
 template void launch_attention_mma<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,
@@ -311,10 +309,6 @@ template void launch_attention_mma<DenseKeys<bf16>>(const AttentionArgs<bf16>&, 
 template void launch_attention_mma<PagedKeys<bf16>>(const AttentionArgs<bf16>&, const PagedKeys<bf16>&,
                                                     cudaStream_t);
 
-int attention_mma_ctas_per_sm() {
-  static thread_local OccupancyCache cache;
-  return resident_ctas_per_sm(cache, reinterpret_cast<const void*>(attention_mma_kernel<PagedKeys<bf16>>), kThreads,
-                              0);
-}
+int attention_mma_ctas_per_sm() { return tensor_core_ctas_per_sm<attention_mma_kernel<PagedKeys<bf16>>>(kThreads, 0); }
 
 }  // namespace lingbot::cuda::attn

@@ -31,7 +31,6 @@
 // through the async proxy: every thread fences (fence.proxy.async) after its
 // copies land and before the barrier that precedes the wgmmas.
 #include "backend/cuda/attention_kernels.cuh"
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/wgmma_ops.cuh"
 
 #include <cuda_bf16.h>
@@ -221,9 +220,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
 
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  allow_dynamic_smem<attention_wgmma_kernel<Keys>>(kSmemBytes);
-  attention_wgmma_kernel<Keys><<<tensor_core_grid(args), kThreads, kSmemBytes, stream>>>(args, keys);
-  LB_CUDA_CHECK_LAUNCH();
+  launch_tensor_core_kernel<attention_wgmma_kernel<Keys>>(args, keys, kThreads, kSmemBytes, stream);
 }
 
 template void launch_attention_wgmma<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,
@@ -232,10 +229,7 @@ template void launch_attention_wgmma<PagedKeys<bf16>>(const AttentionArgs<bf16>&
                                                       cudaStream_t);
 
 int attention_wgmma_ctas_per_sm() {
-  static thread_local OccupancyCache cache;
-  allow_dynamic_smem<attention_wgmma_kernel<PagedKeys<bf16>>>(kSmemBytes);  // the query must see the allowance
-  return resident_ctas_per_sm(cache, reinterpret_cast<const void*>(attention_wgmma_kernel<PagedKeys<bf16>>), kThreads,
-                              kSmemBytes);
+  return tensor_core_ctas_per_sm<attention_wgmma_kernel<PagedKeys<bf16>>>(kThreads, kSmemBytes);
 }
 
 }  // namespace lingbot::cuda::attn

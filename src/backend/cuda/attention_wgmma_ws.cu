@@ -33,7 +33,6 @@
 // 8 consumer warps have arrived on its "empty" mbarrier, which they do after
 // waiting for the wgmma group that read it.
 #include "backend/cuda/attention_kernels.cuh"
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/wgmma_ops.cuh"
 
 #include <cuda_bf16.h>
@@ -307,10 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
 
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  allow_dynamic_smem<attention_wgmma_ws_kernel<Keys>>(smem_bytes(kKeyTile));
-  attention_wgmma_ws_kernel<Keys>
-      <<<tensor_core_grid(args), kThreads, smem_bytes(kKeyTile), stream>>>(args, keys);
-  LB_CUDA_CHECK_LAUNCH();
+  launch_tensor_core_kernel<attention_wgmma_ws_kernel<Keys>>(args, keys, kThreads, smem_bytes(kKeyTile), stream);
 }
 
 template void launch_attention_wgmma_ws<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,
@@ -319,11 +315,7 @@ template void launch_attention_wgmma_ws<PagedKeys<bf16>>(const AttentionArgs<bf1
                                                          cudaStream_t);
 
 int attention_wgmma_ws_ctas_per_sm() {
-  static thread_local OccupancyCache cache;
-  allow_dynamic_smem<attention_wgmma_ws_kernel<PagedKeys<bf16>>>(smem_bytes(kKeyTile));
-  return resident_ctas_per_sm(cache,
-                              reinterpret_cast<const void*>(attention_wgmma_ws_kernel<PagedKeys<bf16>>),
-                              kThreads, smem_bytes(kKeyTile));
+  return tensor_core_ctas_per_sm<attention_wgmma_ws_kernel<PagedKeys<bf16>>>(kThreads, smem_bytes(kKeyTile));
 }
 
 }  // namespace lingbot::cuda::attn

@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <limits>
 #include <cstring>
+#include <limits>
 
 namespace lingbot::cuda {
 
@@ -445,13 +445,18 @@ std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const
 
 // ---- dense layers -------------------------------------------------------------
 
-// out[N, M] = x[N, K] w[M, K]^T (+ bias): float32 layers of a few rows (the
-// camera head while streaming) through the weight-streaming kernel (gemv.cu,
-// full float32), everything else through cuBLASLt.
+// Float32 layers of a few rows (the camera head while streaming) go through
+// the weight-streaming kernel (gemv.cu, full float32), everything else
+// through cuBLASLt.
+bool CudaBackend::streams_weights(DType x_type, DType out_type, int64_t N) {
+  return x_type == DType::F32 && out_type == DType::F32 && N <= kernels::kGemvMaxRows;
+}
+
+// out[N, M] = x[N, K] w[M, K]^T (+ bias), by the weight-streaming kernel or cuBLASLt.
 void CudaBackend::product(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, void* out,
                           DType out_type, int64_t N, int64_t K, int64_t M) {
   const float* b = f32_vector(bias, M, op, "bias");
-  if (x.dtype() == DType::F32 && out_type == DType::F32 && N <= kernels::kGemvMaxRows) {
+  if (streams_weights(x.dtype(), out_type, N)) {
     kernels::gemv_f32(static_cast<const float*>(x.data()), static_cast<const float*>(w.data()), b,
                       static_cast<float*>(out), N, K, M, lane_->stream);
   } else {
@@ -506,8 +511,7 @@ void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor
   // float32, no pass of its own (the transformer blocks' case: the model
   // folds LayerScale into the weights, see model/weights.h). The weight-
   // streaming kernel has no such epilogue.
-  const bool streamed = x.dtype() == DType::F32 && N <= kernels::kGemvMaxRows;
-  if (gamma == nullptr && residual.dtype() == DType::F32 && !streamed) {
+  if (gamma == nullptr && residual.dtype() == DType::F32 && !streams_weights(x.dtype(), DType::F32, N)) {
     lane_->gemm->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), residual.data(), N, K, M, x.dtype(),
                         DType::F32, nullptr, /*accumulate=*/true);
     after_op(op);

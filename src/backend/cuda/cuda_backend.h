@@ -141,6 +141,8 @@ class CudaBackend final : public Backend {
   struct Staging;
   Staging& staging_for(const Tensor& device);
   void after_op(const char* op);  // error check / optional synchronisation
+  // Whether a product of N rows goes through the weight-streaming kernel.
+  static bool streams_weights(DType x_type, DType out_type, int64_t N);
   // out[N, M] = x[N, K] w^T (+ bias) into `out` of `out_type`: the
   // weight-streaming kernel for float32 layers of a few rows, else cuBLASLt.
   void product(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, void* out, DType out_type,

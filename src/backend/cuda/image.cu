@@ -49,8 +49,6 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
 // align_corners=True. The same float arithmetic as the CPU backend: source
 // coordinate = scale * dst in float, the lower neighbour by truncation,
 // weights l and 1 - l.
-// One output row (plane, oy) per blockIdx.y step (rows_grid): the row's
-// source rows and vertical weight once, then the columns.
 // One block per output row (plane, oy), threads along the row: the row's
 // source rows and weights are worked out once per block, and every thread
 // has several independent outputs (a grid-stride loop over rows would leave
@@ -112,7 +110,7 @@ void scatter_transposed_conv(const float* y, const float* bias, float* out, int6
 
 void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
                      int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream) {
-  // Rows are indexed in int (the caller checks their widths).
+  // Columns are indexed in int (the caller checks the row widths).
   const int64_t n = planes * oh * ow;
   if (n == 0) return;
   // As the CPU backend: (in - 1) / (out - 1) in float, 0 for a single output row/column.

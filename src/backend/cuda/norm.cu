@@ -408,11 +408,9 @@ void split_qkv(const SplitQkv& a, cudaStream_t stream) {
     constexpr int kWarps = kThreads / 32;
     const unsigned grid =
         static_cast<unsigned>(std::min<int64_t>((a.tokens * a.heads + kWarps - 1) / kWarps, int64_t{1} << 20));
-    if (a.dtype == DType::BF16) {
-      split_qkv64_kernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(a);
-    } else {
-      split_qkv64_kernel<float><<<grid, kThreads, 0, stream>>>(a);
-    }
+    dispatch_float(a.dtype, "split_qkv", [&](auto tag) {
+      split_qkv64_kernel<decltype(tag)><<<grid, kThreads, 0, stream>>>(a);
+    });
     LB_CUDA_CHECK_LAUNCH();
     return;
   }
