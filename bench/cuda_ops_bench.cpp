@@ -13,6 +13,8 @@
 //   BM_LinearF32/<N>/<M>/<K>/<tf32>: the heads' float32 products (camera head
 //     8 x 2048 -> 8192; DPT projection 7776 x 2048 -> 1024), TF32 or full fp32.
 //   BM_LayerNorm/<N>: bf16 [N, 1024]; GB/s counts one read and one write.
+//   BM_LayerNormF32In/<N>: the aggregator's norm1/norm2: float32 residual
+//     stream [N, 1024] in, bf16 out; GB/s counts 4 + 2 bytes per element.
 //   BM_SplitQkv/<N>: bf16 qkv [N, 3072] -> q, k, v with qk-norm and 2D RoPE;
 //     GB/s counts the qkv read and the three writes.
 //   BM_Conv2d/<case>: DPT convolutions at 378 x 504 (TF32).
@@ -177,6 +179,18 @@ void BM_LayerNorm(benchmark::State& state) {
   set_rates(state, 0, 2.0 * 2 * n * c);
 }
 BENCHMARK(BM_LayerNorm)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_LayerNormF32In(benchmark::State& state) {
+  const int64_t n = state.range(0), c = 1024;
+  CudaBackend& be = backend();
+  const Tensor x = random_device(be, {n, c}, DType::F32);
+  const Tensor w = random_device(be, {c}, DType::F32);
+  const Tensor b = random_device(be, {c}, DType::F32);
+  Tensor out = be.alloc({n, c}, DType::BF16);
+  time_op(state, be, [&] { be.layer_norm(x, &w, &b, 1e-5f, out); });
+  set_rates(state, 0, (4.0 + 2.0) * n * c);
+}
+BENCHMARK(BM_LayerNormF32In)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_SplitQkv(benchmark::State& state) {
   const int64_t n = state.range(0);

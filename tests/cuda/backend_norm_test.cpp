@@ -2,13 +2,31 @@
 // against the CPU backend, at the model's shapes (1024 channels, 16 heads of
 // 64, one frame of 978 tokens and the 8-frame scale phase; 2048-channel
 // float32 rows of the heads) and at small odd shapes that take the kernels'
-// element-by-element paths.
+// element-by-element paths. Which kernel a case reaches is decided by the
+// shape, the dtype and the alignment of every pointer (norm.cu's
+// layer_norm() and split_qkv()): the misaligned cases below start their
+// tensors a few elements into larger buffers to reach the fallbacks.
 #include "backend_test_support.h"
 
 #include "model/rope.h"
 
 namespace lingbot::cuda::backend_test {
 namespace {
+
+// `host` on the GPU as `dtype`, starting `offset` elements into a larger
+// buffer (offset 0: a tensor of its own).
+Tensor to_gpu_at(const Tensor& host, DType dtype, int64_t offset) {
+  if (offset == 0) return to_gpu(host, dtype);
+  Tensor flat = random_host({offset + host.numel()}, 7);
+  std::copy_n(host.f32(), host.numel(), flat.f32() + offset);
+  return to_gpu(flat, dtype).slice(offset, host.numel()).reshape(host.shape());
+}
+
+// A NaN-poisoned GPU tensor starting `offset` elements into a larger buffer.
+Tensor poisoned_at(const Shape& shape, DType dtype, int64_t offset) {
+  const int64_t n = shape_numel(shape);
+  return poisoned({offset + n}, dtype).slice(offset, n).reshape(shape);
+}
 
 struct NormCase {
   const char* name;
@@ -20,6 +38,7 @@ struct NormCase {
   bool misaligned = false;  // input/output start one row into a larger tensor
   float mean = 0.0f;        // added to every input value
   double bound = -1;        // default: by dtype
+  int64_t affine_offset = 0;  // weight and bias start this many elements into larger buffers
 };
 
 TEST(CudaBackendNorm, LayerNormMatchesCpu) {
@@ -41,6 +60,10 @@ TEST(CudaBackendNorm, LayerNormMatchesCpu) {
       // accurate (E[x^2] - mean^2 in float32 would be off by ~10%); the
       // float32 mean of such values is off by ~1e-5 of the spread, hence 1e-4.
       {"large mean 64x1024 f32", 64, 1024, DType::F32, true, false, 1e-5f, false, 1000.0f, 1e-4},
+      // Weight and bias not 16-byte aligned: the three-pass kernel with
+      // scalar weights instead of the cached one with float4 weights.
+      {"misaligned weights 978x1024 bf16", 978, 1024, DType::BF16, true, false, 1e-5f, false, 0.0f, -1, 1},
+      {"misaligned weights 8x2048 f32", 8, 2048, DType::F32, true, false, 1e-5f, false, 0.0f, -1, 2},
   };
   uint64_t seed = 1000;
   for (const NormCase& c : cases) {
@@ -61,7 +84,7 @@ TEST(CudaBackendNorm, LayerNormMatchesCpu) {
     } else {
       gx = to_gpu(x, c.dtype);
     }
-    const Tensor gw = to_gpu(w, DType::F32), gb = to_gpu(b, DType::F32);
+    const Tensor gw = to_gpu_at(w, DType::F32, c.affine_offset), gb = to_gpu_at(b, DType::F32, c.affine_offset);
     Tensor out = c.in_place ? gx : poisoned({c.n, c.c}, c.dtype);
     gpu().layer_norm(gx, c.affine ? &gw : nullptr, c.affine ? &gb : nullptr, c.eps, out);
     const double bound = c.bound > 0 ? c.bound : (c.dtype == DType::BF16 ? kBf16Bound : kFp32Bound);
@@ -81,6 +104,9 @@ TEST(CudaBackendNorm, LayerNormConvertsBetweenTypes) {
   const Case cases[] = {
       {"978x1024 f32 -> bf16", 978, 1024, DType::F32, DType::BF16},
       {"978x1024 bf16 -> f32", 978, 1024, DType::BF16, DType::F32},
+      {"scale phase 7824x1024 f32 -> bf16", 7824, 1024, DType::F32, DType::BF16},
+      {"narrow 5x40 f32 -> bf16 (5 of 32 lanes hold a group)", 5, 40, DType::F32, DType::BF16},
+      {"heads 16x2048 bf16 -> f32 (8 groups per lane)", 16, 2048, DType::BF16, DType::F32},
       {"odd 3x1001 f32 -> bf16", 3, 1001, DType::F32, DType::BF16},
   };
   uint64_t seed = 1500;
@@ -111,6 +137,7 @@ struct SplitCase {
   int64_t table_rows = 0;   // Random tables
   int64_t first_frame = 0;  // Rope3d
   int frames = 1;           // Rope3d
+  int64_t offset = 0;       // qkv, q, k and v start this many elements into larger buffers
 };
 
 // The aggregator's frame: 6 special tokens and a 27 x 36 patch grid (378 x 504 input).
@@ -133,6 +160,32 @@ TEST(CudaBackendNorm, SplitQkvMatchesCpu) {
       {"odd 5 f32 3 x 8 half-split, 3 table rows", 5, 3, 8, DType::F32, true, Table::Random, P::HalfSplit, 3},
       {"odd 4 bf16 3 x 12 interleaved (unaligned rows)", 4, 3, 12, DType::BF16, true, Table::Random, P::Interleaved, 4},
       {"odd 7 bf16 2 x 4 half-split, 1 table row", 7, 2, 4, DType::BF16, false, Table::Random, P::HalfSplit, 1},
+      // Head dim 64 in 16-byte packs (4 heads per warp for bf16, 2 for f32):
+      // float32 with both RoPE layouts after qk-norm, and item counts
+      // (tokens x heads = 15) that leave part of the last warp without an
+      // item of its own.
+      {"978 f32 qk-norm 2D rope", 978, 16, 64, DType::F32, true, Table::Rope2d},
+      {"978 f32 qk-norm 3D rope", 978, 16, 64, DType::F32, true, Table::Rope3d, P::Interleaved, 0, 5, 1},
+      {"978 bf16 2D rope only", 978, 16, 64, DType::BF16, false, Table::Rope2d},
+      {"odd 5 bf16 3 x 64 qk-norm half-split, 3 table rows", 5, 3, 64, DType::BF16, true, Table::Random,
+       P::HalfSplit, 3},
+      {"odd 5 bf16 3 x 64 qk-norm interleaved, 2 table rows", 5, 3, 64, DType::BF16, true, Table::Random,
+       P::Interleaved, 2},
+      {"odd 5 f32 3 x 64 qk-norm half-split, 4 table rows", 5, 3, 64, DType::F32, true, Table::Random, P::HalfSplit,
+       4},
+      {"odd 5 f32 3 x 64 interleaved, 1 table row", 5, 3, 64, DType::F32, false, Table::Random, P::Interleaved, 1},
+      // Head dim 64 with views not 16-byte aligned: a whole pair of elements
+      // (the pair kernel) or not even that (the generic kernel).
+      {"misaligned 978 bf16 qk-norm 2D rope (pairs)", 978, 16, 64, DType::BF16, true, Table::Rope2d, P::HalfSplit, 0,
+       0, 1, 2},
+      {"misaligned 978 f32 qk-norm 3D rope (pairs)", 978, 16, 64, DType::F32, true, Table::Rope3d, P::Interleaved, 0,
+       2, 1, 2},
+      {"misaligned 978 bf16 plain split (pairs)", 978, 16, 64, DType::BF16, false, Table::None, P::HalfSplit, 0, 0, 1,
+       6},
+      {"misaligned 7 bf16 3 x 64 qk-norm half-split (one element off)", 7, 3, 64, DType::BF16, true, Table::Random,
+       P::HalfSplit, 2, 0, 1, 1},
+      {"misaligned 7 f32 3 x 64 interleaved (one element off)", 7, 3, 64, DType::F32, false, Table::Random,
+       P::Interleaved, 2, 0, 1, 1},
   };
   uint64_t seed = 2000;
   for (const SplitCase& c : cases) {
@@ -165,9 +218,10 @@ TEST(CudaBackendNorm, SplitQkvMatchesCpu) {
     Tensor q = cpu_poisoned({c.n, C}), k = cpu_poisoned({c.n, C}), v = cpu_poisoned({c.n, C});
     cpu().split_qkv(qkv, c.heads, c.head_dim, c.norm ? &host_norm : nullptr, rope ? &host_rope : nullptr, q, k, v);
 
-    Tensor gq = poisoned({c.n, C}, c.dtype), gk = poisoned({c.n, C}, c.dtype), gv = poisoned({c.n, C}, c.dtype);
-    gpu().split_qkv(to_gpu(qkv, c.dtype), c.heads, c.head_dim, c.norm ? &dev_norm : nullptr, rope ? &dev_rope : nullptr,
-                    gq, gk, gv);
+    Tensor gq = poisoned_at({c.n, C}, c.dtype, c.offset), gk = poisoned_at({c.n, C}, c.dtype, c.offset),
+           gv = poisoned_at({c.n, C}, c.dtype, c.offset);
+    gpu().split_qkv(to_gpu_at(qkv, c.dtype, c.offset), c.heads, c.head_dim, c.norm ? &dev_norm : nullptr,
+                    rope ? &dev_rope : nullptr, gq, gk, gv);
     const double bound = c.dtype == DType::BF16 ? kBf16Bound : kFp32Bound;
     EXPECT_TRUE(matches(gq, q, bound, std::string(c.name) + ": q"));
     EXPECT_TRUE(matches(gk, k, bound, std::string(c.name) + ": k"));

@@ -93,29 +93,67 @@ __global__ void layer_norm_kernel(const TI* x, TO* out, const float* w, const fl
 
 // ---- LayerNorm with the row in registers ----------------------------------
 // For rows of at most 32 x kGroups x 8 columns (aligned, cols % 8 == 0: the
-// aggregator's 1024, the camera head's 2048): each lane loads its groups of 8
-// once, all loads in flight together, and the three passes above run on
-// registers. Same arithmetic as layer_norm_kernel (float32, two-pass
-// variance). 978 x 1024, float32 in, bf16 out, on the H200 (Nsight Compute,
-// rounds 17 and 19): 7.2 us with the three-pass kernel, 6.4 us with this
-// one, still about twice what the bytes moved need.
+// aggregator's 1024, the camera head's 2048): lane l owns the groups of 8
+// columns [8 (l + 32 g), +8), g < kGroups, loads them once, and the three
+// passes above run on registers. Same arithmetic as layer_norm_kernel
+// (float32, two-pass variance, then * w, + b).
+//
+// One frame (978 x 1024, float32 in, bf16 out: 4 MB read, 2 MB written) is
+// a single wave of 978 warps over 132 SMs, so the kernel lasts as long as one
+// warp's chain load -> reduce -> reduce -> store. The chain is kept short:
+// - all of a lane's row loads are issued before the first is used, so a
+//   frame has its whole 4 MB in flight at once (~30 KB per SM);
+// - weight and bias move in float4s (w and b: 16-byte aligned, checked on
+//   the host). With kGroups <= 4 the lane's slice of them (kGroups x 64
+//   bytes) is loaded once per warp, before the row loop: it does not depend
+//   on the row and its latency hides behind the row's. The earlier version
+//   read w[c] and b[c] as scalars in the store loop, after the reductions,
+//   and the compiler could not move a group's loads above the previous
+//   group's store (out might have aliased w), so every warp ended with
+//   kGroups dependent L2 round trips: 6.4 us on the H200 (Nsight Compute,
+//   round 19) for this shape, where 6 MB at ~3.5 TB/s need ~2 us. The
+//   price: ~128 registers, 16 resident warps per SM (a frame needs 7.4; the
+//   7824-row scale phase keeps 16 x 2 KB of bf16 rows in flight per SM).
+// - kGroups == 8 (2048 columns; the DPT head's 7776-row passes, many waves)
+//   keeps w and b out of registers: 128 more per lane would halve the
+//   resident warps that hide those passes' latency. It loads each group's
+//   float4s in the store loop; __restrict__ (w and b are never written, and
+//   never alias out) lets the compiler issue them ahead of earlier stores.
 template <typename TI, typename TO, int kGroups>
-__global__ void layer_norm_cached_kernel(const TI* x, TO* out, const float* w, const float* b, int64_t rows,
-                                         int64_t cols, float eps) {
+__global__ void layer_norm_cached_kernel(const TI* x, TO* out, const float* __restrict__ w,
+                                         const float* __restrict__ b, int64_t rows, int64_t cols, float eps) {
+  constexpr bool kAffineInRegisters = kGroups <= 4;
+  constexpr int kAffineGroups = kAffineInRegisters ? kGroups : 1;
   const int lane = threadIdx.x % 32;
   const int64_t groups = cols / 8;
   const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  float wv[kAffineGroups][8], bv[kAffineGroups][8];  // kAffineInRegisters: w, b of this lane's groups
+  if constexpr (kAffineInRegisters) {
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {
+      const int64_t j = lane + 32 * g;
+      if (j < groups) {
+        if (w) load_floats<8>(w + j * 8, wv[g]);
+        if (b) load_floats<8>(b + j * 8, bv[g]);
+      }
+    }
+  }
+
   for (int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / 32; row < rows;
        row += int64_t{gridDim.x} * kRowsPerBlock) {  // uniform per warp: the shuffles see all 32 lanes
     const TI* xr = x + row * cols;
     TO* yr = out + row * cols;
     float v[kGroups][8];
+#pragma unroll
+    for (int g = 0; g < kGroups; ++g) {  // every load before any use: kGroups requests in flight per lane
+      const int64_t j = lane + 32 * g;
+      if (j < groups) load8(xr + j * 8, v[g]);
+    }
     float sum = 0.0f;
 #pragma unroll
     for (int g = 0; g < kGroups; ++g) {
-      const int64_t j = lane + 32 * g;
-      if (j < groups) {
-        load8(xr + j * 8, v[g]);
+      if (lane + 32 * g < groups) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) sum += v[g][e];
       }
@@ -138,12 +176,28 @@ __global__ void layer_norm_cached_kernel(const TI* x, TO* out, const float* w, c
       const int64_t j = lane + 32 * g;
       if (j < groups) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int64_t c = j * 8 + e;
-          float o = (v[g][e] - mean) * inv_std;
-          if (w) o *= w[c];
-          if (b) o += b[c];
-          v[g][e] = o;
+        for (int e = 0; e < 8; ++e) v[g][e] = (v[g][e] - mean) * inv_std;
+        if (w) {
+          float wg[8];
+          if constexpr (kAffineInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) wg[e] = wv[g][e];
+          } else {
+            load_floats<8>(w + j * 8, wg);
+          }
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[g][e] *= wg[e];
+        }
+        if (b) {
+          float bg[8];
+          if constexpr (kAffineInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) bg[e] = bv[g][e];
+          } else {
+            load_floats<8>(b + j * 8, bg);
+          }
+#pragma unroll
+          for (int e = 0; e < 8; ++e) v[g][e] += bg[e];
         }
         store8(yr + j * 8, v[g]);
       }
@@ -267,15 +321,17 @@ __global__ void split_qkv_kernel(SplitQkv a) {
   }
 }
 
-// ---- split_qkv for head_dim 64: one warp per (token, head) --------------
-// The aggregator's case (16 heads of 64). Lane l holds elements 2l and 2l + 1
-// of the head's q, k and v vectors in registers (one 4- or 8-byte load
-// each), so qk-norm is two warp reductions per vector and RoPE needs at most
-// one shuffle: in the half-split layout element i pairs with i +- 16 (lane
+// ---- split_qkv for head_dim 64, element pairs: one warp per (token, head) --
+// The fallback of the packed kernel below for views aligned to a pair of
+// elements but not to 16 bytes. Lane l holds elements 2l and 2l + 1 of the
+// head's q, k and v vectors in registers (one 4- or 8-byte load each), so
+// qk-norm is two warp reductions per vector and RoPE needs at most one
+// shuffle: in the half-split layout element i pairs with i +- 16 (lane
 // l ^ 8); in the interleaved layout the pair is the lane's own two elements.
 // No shared memory, no block barrier: the generic kernel above staged whole
 // tokens; for 978 tokens x 16 heads on the H200 it took 21.5 us, this one
-// 10.1 us (Nsight Compute, rounds 17 and 19).
+// 10.1 us (Nsight Compute, rounds 17 and 19), where every warp-wide load
+// moved only 128 bytes.
 constexpr int kSplit64Dim = 64;
 
 template <typename T>
@@ -367,6 +423,190 @@ __global__ void split_qkv64_kernel(SplitQkv a) {
   }
 }
 
+// ---- split_qkv for head_dim 64, 16-byte packs: several heads per warp -----
+// The aggregator's case (16 heads of 64; bfloat16, 978 tokens a frame: 6 MB
+// read, 6 MB written, 48 calls a frame). Each lane moves one 16-byte pack of
+// P = kPack<T> elements (8 bfloat16 or 4 float32) of q, k and v, so a head
+// vector of 64 takes kLanes = 64 / P lanes (8 or 16) and a warp holds
+// 32 / kLanes vectors (4 or 2) of consecutive (token, head) items:
+//   lane l: item (the warp's first item + l / kLanes),
+//           elements [P (l % kLanes), +P) of that head's q, k and v vectors.
+// A warp-wide load moves 512 contiguous bytes, where the pair kernel above
+// moved 128, and a frame's 3912 warps (bfloat16) are one wave on an H200
+// (the launch bound keeps the kernel at 64 registers, so 4 blocks of 256
+// fit an SM: 132 x 32 warps), each lane with its three 16-byte loads in
+// flight together (~45 KB per SM).
+// qk-norm reduces over the kLanes lanes of a vector (xor shuffles by less
+// than kLanes stay inside the group; every lane takes part, so the masks are
+// full-warp). RoPE: an interleaved pair (2m, 2m + 1) lies inside one pack (P
+// is even); in the half-split layout a pack lies inside one quarter of 16
+// elements (P divides 16), and its partners i +- 16 are the pack of lane
+// l ^ (16 / P). Same arithmetic as the pair kernel (float32, two-pass
+// variance, the RoPE formulas of rope_element). Needs qkv, q, k, v, the
+// qk-norm parameters and the RoPE tables 16-byte aligned (checked on the
+// host; the table rows of 32 floats keep that alignment).
+template <typename T>
+inline constexpr int kSplit64ItemsPerWarp = 32 * kPack<T> / kSplit64Dim;
+
+// Sum over groups of kLanes consecutive lanes (a power of two <= 32).
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// N float32 values into out[0, N) from p: float4s when N % 4 == 0 (p 16-byte
+// aligned), else float2s (p 8-byte aligned).
+template <int N, int M>
+__device__ __forceinline__ void load_row_floats(const float* p, float (&out)[M]) {
+  static_assert(N <= M && N % 2 == 0, "whole float2s");
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const float4 f = reinterpret_cast<const float4*>(p)[i];
+      out[4 * i] = f.x;
+      out[4 * i + 1] = f.y;
+      out[4 * i + 2] = f.z;
+      out[4 * i + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float2 f = reinterpret_cast<const float2*>(p)[i];
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+}
+
+// Per-head LayerNorm of a 64-vector held as packs of P by kLanes lanes; w, b
+// (optional): the LayerNorm's [64] weight and bias, this lane's slice
+// [first, first + P) read with float4s (L1 hits: every warp reads the same
+// 256 bytes of each).
+template <int P>
+__device__ __forceinline__ void head_norm64_pack(float (&x)[P], int first, const float* w, const float* b, float eps) {
+  constexpr int kLanes = kSplit64Dim / P;
+  float sum = 0.0f;
+#pragma unroll
+  for (int e = 0; e < P; ++e) sum += x[e];
+  const float mean = group_sum<kLanes>(sum) * (1.0f / kSplit64Dim);
+  float squares = 0.0f;
+#pragma unroll
+  for (int e = 0; e < P; ++e) {
+    const float d = x[e] - mean;
+    squares += d * d;
+  }
+  const float inv_std = 1.0f / sqrtf(group_sum<kLanes>(squares) * (1.0f / kSplit64Dim) + eps);
+#pragma unroll
+  for (int e = 0; e < P; ++e) x[e] = (x[e] - mean) * inv_std;
+  if (w) {
+    float wv[P];
+    load_row_floats<P>(w + first, wv);
+#pragma unroll
+    for (int e = 0; e < P; ++e) x[e] *= wv[e];
+  }
+  if (b) {
+    float bv[P];
+    load_row_floats<P>(b + first, bv);
+#pragma unroll
+    for (int e = 0; e < P; ++e) x[e] += bv[e];
+  }
+}
+
+// Half-split RoPE of a pack. c, s: the angles of its P elements;
+// first_quarter: the pack lies in elements [0, 16) or [32, 48), whose
+// partners are 16 further on (x cos - partner sin), else 16 back
+// (x cos + partner sin).
+template <int P>
+__device__ __forceinline__ void rope_half_split_pack(float (&x)[P], const float (&c)[P], const float (&s)[P],
+                                                     bool first_quarter) {
+  constexpr int kPartnerLane = 16 / P;  // lane distance of 16 elements
+  float partner[P];
+#pragma unroll
+  for (int e = 0; e < P; ++e) partner[e] = __shfl_xor_sync(0xffffffffu, x[e], kPartnerLane);
+#pragma unroll
+  for (int e = 0; e < P; ++e)
+    x[e] = first_quarter ? x[e] * c[e] - partner[e] * s[e] : x[e] * c[e] + partner[e] * s[e];
+}
+
+// Interleaved RoPE of a pack: angle m of c, s rotates elements (2m, 2m + 1).
+template <int P>
+__device__ __forceinline__ void rope_interleaved_pack(float (&x)[P], const float (&c)[P], const float (&s)[P]) {
+#pragma unroll
+  for (int m = 0; m < P / 2; ++m) {
+    const float x0 = x[2 * m], x1 = x[2 * m + 1];
+    x[2 * m] = x0 * c[m] - x1 * s[m];
+    x[2 * m + 1] = x0 * s[m] + x1 * c[m];
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 4) split_qkv64_pack_kernel(SplitQkv a) {
+  constexpr int P = kPack<T>;
+  constexpr int kLanes = kSplit64Dim / P;  // lanes per head vector
+  constexpr int kItemsPerWarp = kSplit64ItemsPerWarp<T>;
+  const int lane = threadIdx.x % 32;
+  const int first = (lane % kLanes) * P;  // this lane's first element of its head vector, in [0, 64)
+  const int64_t C = int64_t{a.heads} * kSplit64Dim;
+  const int64_t items = a.tokens * a.heads;  // (token, head) pairs, token-major like qkv's rows
+  const T* qkv = static_cast<const T*>(a.qkv);
+  T* const q_out = static_cast<T*>(a.q);
+  T* const k_out = static_cast<T*>(a.k);
+  T* const v_out = static_cast<T*>(a.v);
+
+  // This lane's first angle in a table row of 32. Half-split: element i of
+  // half h (i in [0, 32)) uses angle 16 h + i % 16, so the pack's P angles are
+  // consecutive; interleaved: its P / 2 pairs use angles first / 2, ...
+  const bool half_split = a.rope == SplitQkv::Rope::HalfSplit;
+  const int angle0 = half_split ? (first / 32) * 16 + first % 16 : first / 2;
+  const bool first_quarter = first % 32 < 16;
+
+  const int64_t stride = int64_t{gridDim.x} * (blockDim.x / 32) * kItemsPerWarp;
+  for (int64_t base = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32 * kItemsPerWarp; base < items;
+       base += stride) {  // uniform per warp: the shuffles see all 32 lanes
+    const int64_t item = base + lane / kLanes;
+    const bool in_range = item < items;
+    // A group past the last item redoes the last one without storing it, so
+    // that its lanes still take part in the shuffles.
+    const int64_t it = in_range ? item : items - 1;
+    const int64_t t = it / a.heads;
+    const int64_t col = (it % a.heads) * kSplit64Dim + first;  // in [0, C)
+    const T* row = qkv + t * 3 * C;  // [q | k | v] of token t
+    float q[P], k[P];
+    load_pack(row + col, q);
+    load_pack(row + C + col, k);
+    const uint4 v = *reinterpret_cast<const uint4*>(row + 2 * C + col);  // v is copied bit for bit
+    float c[P], s[P];  // this pack's angles (the first P / 2 when interleaved)
+    if (a.rope != SplitQkv::Rope::None) {
+      const int64_t table_row = (t % a.rope_rows) * (kSplit64Dim / 2) + angle0;
+      if (half_split) {
+        load_row_floats<P>(a.cos + table_row, c);
+        load_row_floats<P>(a.sin + table_row, s);
+      } else {
+        load_row_floats<P / 2>(a.cos + table_row, c);
+        load_row_floats<P / 2>(a.sin + table_row, s);
+      }
+    }
+    if (a.norm) {
+      head_norm64_pack(q, first, a.q_weight, a.q_bias, a.eps);
+      head_norm64_pack(k, first, a.k_weight, a.k_bias, a.eps);
+    }
+    if (a.rope == SplitQkv::Rope::HalfSplit) {
+      rope_half_split_pack(q, c, s, first_quarter);
+      rope_half_split_pack(k, c, s, first_quarter);
+    } else if (a.rope == SplitQkv::Rope::Interleaved) {
+      rope_interleaved_pack(q, c, s);
+      rope_interleaved_pack(k, c, s);
+    }
+    if (in_range) {
+      store_pack(q_out + t * C + col, q);
+      store_pack(k_out + t * C + col, k);
+      *reinterpret_cast<uint4*>(v_out + t * C + col) = v;
+    }
+  }
+}
+
 }  // namespace
 
 void layer_norm(const void* x, DType x_type, void* out, DType out_type, const float* w, const float* b, int64_t rows,
@@ -374,15 +614,16 @@ void layer_norm(const void* x, DType x_type, void* out, DType out_type, const fl
   if (rows == 0 || cols == 0) return;
   const unsigned grid = static_cast<unsigned>(std::clamp<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, 1 << 20));
   const bool vec = cols % 8 == 0 && aligned16(x) && aligned16(out);
+  const bool affine_vec = aligned16(w) && aligned16(b);  // float4 weights in the cached kernel; null: aligned
   dispatch_float(x_type, "layer_norm", [&](auto in_tag) {
     dispatch_float(out_type, "layer_norm", [&](auto out_tag) {
       using TI = decltype(in_tag);
       using TO = decltype(out_tag);
       const TI* px = static_cast<const TI*>(x);
       TO* po = static_cast<TO*>(out);
-      if (vec && cols <= 32 * 4 * 8) {
+      if (vec && affine_vec && cols <= 32 * 4 * 8) {
         layer_norm_cached_kernel<TI, TO, 4><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
-      } else if (vec && cols <= 32 * 8 * 8) {
+      } else if (vec && affine_vec && cols <= 32 * 8 * 8) {
         layer_norm_cached_kernel<TI, TO, 8><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
       } else if (vec) {
         layer_norm_kernel<TI, TO, true><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
@@ -403,8 +644,25 @@ void split_qkv(const SplitQkv& a, cudaStream_t stream) {
     return ((reinterpret_cast<uintptr_t>(a.qkv) | reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.k) |
              reinterpret_cast<uintptr_t>(a.v)) & mask) == 0;
   }();
-  // Head dim 64 (the encoder's plain split too): one pass, one launch.
-  if (a.head_dim == kSplit64Dim && pairs_aligned && (a.dtype == DType::BF16 || a.dtype == DType::F32)) {
+  // Head dim 64 (the encoder's plain split too): one pass, one launch; in
+  // 16-byte packs when every pointer the kernel reads with them is aligned
+  // (C = 64 heads is a whole number of packs), else in element pairs.
+  const bool packs_aligned = aligned16(a.qkv) && aligned16(a.q) && aligned16(a.k) && aligned16(a.v) &&
+                             aligned16(a.q_weight) && aligned16(a.q_bias) && aligned16(a.k_weight) &&
+                             aligned16(a.k_bias) && aligned16(a.cos) && aligned16(a.sin);  // null: aligned
+  const bool float_type = a.dtype == DType::BF16 || a.dtype == DType::F32;
+  if (a.head_dim == kSplit64Dim && packs_aligned && float_type) {
+    dispatch_float(a.dtype, "split_qkv", [&](auto tag) {
+      using T = decltype(tag);
+      constexpr int64_t kItemsPerBlock = kThreads / 32 * kSplit64ItemsPerWarp<T>;
+      const unsigned grid = static_cast<unsigned>(
+          std::min<int64_t>((a.tokens * a.heads + kItemsPerBlock - 1) / kItemsPerBlock, int64_t{1} << 20));
+      split_qkv64_pack_kernel<T><<<grid, kThreads, 0, stream>>>(a);
+    });
+    LB_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (a.head_dim == kSplit64Dim && pairs_aligned && float_type) {
     constexpr int kWarps = kThreads / 32;
     const unsigned grid =
         static_cast<unsigned>(std::min<int64_t>((a.tokens * a.heads + kWarps - 1) / kWarps, int64_t{1} << 20));
