@@ -188,10 +188,15 @@ TEST(CudaAttentionDense, RejectsBadArguments) {
   EXPECT_THROW(attention_dense(big, big, big, 1, 1, 512, big_out, nullptr), Error);         // head_dim > 256
 }
 
-// Shapes for the Hopper kernels: tiny and odd groups, one frame, 8 frames.
-const DenseCase kHopperCases[] = {DenseCase{1, 1, 1, 64, DType::BF16}, DenseCase{3, 37, 2, 64, DType::BF16},
-                                  DenseCase{2, 129, 2, 64, DType::BF16}, DenseCase{1, 978, 16, 64, DType::BF16},
-                                  DenseCase{8, 978, 16, 64, DType::BF16}};
+// Shapes for the Hopper kernels: tiny and odd groups, one frame, 8 frames;
+// and groups of at least kWsKeysForThreeConsumers keys, where wgmma-ws
+// takes its three-consumer shape (192 queries per CTA): 2130 = 11 x 192 +
+// 18 leaves one active consumer in each group's last tile, 2240 = 11 x 192 +
+// 128 two.
+const DenseCase kHopperCases[] = {DenseCase{1, 1, 1, 64, DType::BF16},    DenseCase{3, 37, 2, 64, DType::BF16},
+                                  DenseCase{2, 129, 2, 64, DType::BF16},  DenseCase{1, 978, 16, 64, DType::BF16},
+                                  DenseCase{8, 978, 16, 64, DType::BF16}, DenseCase{2, 2130, 3, 64, DType::BF16},
+                                  DenseCase{1, 2240, 2, 64, DType::BF16}};
 
 // The sm_90a wgmma v1 kernel (attention_wgmma.cu), on Hopper only.
 TEST(CudaAttentionWgmma, DenseShapes) {

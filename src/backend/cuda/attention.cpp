@@ -213,10 +213,13 @@ int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
     // pass (the partial outputs written and read once), so: no split when a
     // full wave or more runs at >= 85% of the slots; else the fewest splits
     // whose last wave is within 3% of the fullest possible.
-    const int64_t ctas = (nq + attn::kMmaQueryRows - 1) / attn::kMmaQueryRows * num_heads;
+    const int ws_consumers = attn::wgmma_ws_consumers(PagedKeys<bf16>{});
+    const int64_t rows_per_cta =
+        kernel == AttentionKernel::WgmmaWs ? attn::wgmma_ws_query_rows(ws_consumers) : attn::kMmaQueryRows;
+    const int64_t ctas = (nq + rows_per_cta - 1) / rows_per_cta * num_heads;
     const int per_sm = kernel == AttentionKernel::Mma     ? attn::attention_mma_ctas_per_sm()
                        : kernel == AttentionKernel::Wgmma ? attn::attention_wgmma_ctas_per_sm()
-                                                          : attn::attention_wgmma_ws_ctas_per_sm();
+                                                          : attn::attention_wgmma_ws_ctas_per_sm(ws_consumers);
     const int64_t slots = int64_t{info.sms} * per_sm;
     auto efficiency = [&](int splits) {
       const int64_t total = ctas * splits;

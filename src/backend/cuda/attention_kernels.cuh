@@ -183,14 +183,14 @@ void allow_dynamic_smem(int bytes) {
 }
 
 // The host side of the three tensor-core kernels (mma.sync, wgmma v1,
-// wgmma-ws): a launch over tensor_core_grid() with `smem_bytes` of dynamic
-// shared memory, and the kernel's resident CTAs per SM for the split choice
+// wgmma-ws): a launch over tensor_core_grid() (`query_rows` per CTA) with
+// `smem_bytes` of dynamic shared memory, and the kernel's resident CTAs per SM for the split choice
 // (asked once per device; the query sees the shared-memory allowance).
 template <auto kKernel, typename Keys>
 void launch_tensor_core_kernel(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, int threads,
-                               int smem_bytes, cudaStream_t stream) {
+                               int smem_bytes, int query_rows, cudaStream_t stream) {
   if (smem_bytes > 0) allow_dynamic_smem<kKernel>(smem_bytes);
-  kKernel<<<tensor_core_grid(args), threads, smem_bytes, stream>>>(args, keys);
+  kKernel<<<tensor_core_grid(args, query_rows), threads, smem_bytes, stream>>>(args, keys);
   LB_CUDA_CHECK_LAUNCH();
 }
 

@@ -84,15 +84,32 @@ int attention_wgmma_ctas_per_sm();
 // contract, grid (kMmaQueryRows queries per CTA) and splits; 128-key tiles.
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
-int attention_wgmma_ws_ctas_per_sm();
-constexpr int kMmaQueryRows = 128;  // queries per CTA
+// Its two shapes: 2 consumer warpgroups (128 queries per CTA) or 3 (192).
+// Three run the long dense groups of the scale phase (7,824 keys) 13% faster
+// (attention_versions.md, wgmma v3). They stay off the paged cache: one
+// frame's 978 queries make 6 x 16 CTAs of 192 (the last with 18 rows), and
+// no key split spreads those over 132 SMs better than 8 x 16 CTAs of 128 do
+// in one wave; nor short dense groups (a frame block's 978 keys), where the
+// longer prologue and coarser tiles cost more than the third consumer gains.
+constexpr int64_t kWsKeysForThreeConsumers = 2048;
+template <typename T>
+int wgmma_ws_consumers(const DenseKeys<T>& keys) {
+  return keys.n >= kWsKeysForThreeConsumers ? 3 : 2;
+}
+template <typename T>
+int wgmma_ws_consumers(const PagedKeys<T>&) {
+  return 2;
+}
+inline int wgmma_ws_query_rows(int consumers) { return 64 * consumers; }
+int attention_wgmma_ws_ctas_per_sm(int consumers);
+constexpr int kMmaQueryRows = 128;  // queries per CTA of the mma.sync and wgmma v1 kernels
 constexpr int kMmaKeyTile = 64;     // keys per shared-memory tile
 
-// The grid of both tensor-core kernels: (groups x tiles of kMmaQueryRows
+// The grid of the tensor-core kernels: (groups x tiles of `query_rows`
 // queries, heads, key splits).
 template <typename T>
-inline dim3 tensor_core_grid(const AttentionArgs<T>& a) {
-  const int64_t q_tiles = (a.rows + kMmaQueryRows - 1) / kMmaQueryRows;
+inline dim3 tensor_core_grid(const AttentionArgs<T>& a, int query_rows) {
+  const int64_t q_tiles = (a.rows + query_rows - 1) / query_rows;
   return dim3(static_cast<unsigned>(int64_t{a.groups} * q_tiles), static_cast<unsigned>(a.num_heads),
               static_cast<unsigned>(a.splits));
 }

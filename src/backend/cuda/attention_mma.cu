@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArg
 
 template <typename Keys>
 void launch_attention_mma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  launch_tensor_core_kernel<attention_mma_kernel<Keys>>(args, keys, kThreads, 0, stream);
+  launch_tensor_core_kernel<attention_mma_kernel<Keys>>(args, keys, kThreads, 0, kMmaQueryRows, stream);
 }
 
 template void launch_attention_mma<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,

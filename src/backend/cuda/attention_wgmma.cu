@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_wgmma_kernel(AttentionA
 
 template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  launch_tensor_core_kernel<attention_wgmma_kernel<Keys>>(args, keys, kThreads, kSmemBytes, stream);
+  launch_tensor_core_kernel<attention_wgmma_kernel<Keys>>(args, keys, kThreads, kSmemBytes, kMmaQueryRows, stream);
 }
 
 template void launch_attention_wgmma<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,

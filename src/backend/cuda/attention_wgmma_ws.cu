@@ -46,45 +46,90 @@ namespace {
 using bf16 = __nv_bfloat16;
 using wg::kD;
 
-constexpr int kThreads = 384;  // 3 warpgroups: producer, consumer 0, consumer 1
-constexpr int kConsumerThreads = 256;
-constexpr int kBr = kMmaQueryRows;  // 128 = 2 consumers x 64 rows
-constexpr int kStages = 4;
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;  // 128 x 40 + 256 x 232 <= 65,536
+// Two shapes, by the number of consumer warpgroups (attention_versions.md,
+// wgmma v2 and v3):
+//   2 consumers: 128 query rows per CTA, 192-key tiles, 4 stages of 48 KiB;
+//     registers 40 (producer) and 232 (consumers).
+//   3 consumers: 192 query rows per CTA, 128-key tiles (S is kKeyTile / 2
+//     registers per thread, and a consumer gets only 160), 6 stages of
+//     32 KiB; FlashAttention-3's shape at head_dim 64: a third warp per
+//     scheduler hides more of each softmax's latency.
+template <int kConsumers>
+struct WsShape;
+template <>
+struct WsShape<2> {
+  // 192 keys measured on the H200 against 128: 736 against 780 us for the
+  // full window. Larger tiles spread the per-tile costs (barriers, row
+  // maxima, the rescale of O) over more keys; 256 would not fit the
+  // registers.
+  static constexpr int kKeyTile = 192;
+  static constexpr int kStages = 4;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static constexpr bool kQInSmem = false;  // Q's A fragments stay in registers
+};
+template <>
+struct WsShape<3> {
+  static constexpr int kKeyTile = 128;
+  static constexpr int kStages = 6;
+  static constexpr int kProducerRegs = 32;
+  static constexpr int kConsumerRegs = 160;
+  // Q's fragments (16 registers) would not fit beside S, O and P: Q is read
+  // from shared memory by S's wgmma instead.
+  static constexpr bool kQInSmem = true;
+};
+
+constexpr int kWarpgroup = 128;
+// Producer: 128 threads, thread = (chunk tid % 8, row tid / 8 + 16 i).
+constexpr int kRowsPerPass = 16;
 // Barriers first (2 per stage), then the tiles from the next 1024-byte
 // boundary of the shared address space (the swizzle works on absolute
 // address bits): at most 1024 bytes of slack.
-constexpr int kBarrierBytes = 2 * kStages * 8;
-// Producer: 128 threads, thread = (chunk tid % 8, row tid / 8 + 16 i).
-constexpr int kRowsPerPass = 16;
-// Keys per tile: 192 (measured on the H200 against 128: 736 against 780 us
-// for the full window, attention_versions.md). Larger tiles spread the
-// per-tile costs (barriers, row maxima, the rescale of O) over more keys;
-// 256 would not fit the registers (S alone is kKeyTile / 2 per thread).
-constexpr int kKeyTile = 192;
-__host__ __device__ constexpr int smem_bytes(int key_tile) { return kBarrierBytes + 1024 + 2 * kStages * key_tile * kD * 2; }
-// Named barriers of the ping-pong: consumer c waits on kTurnBarrier + c.
+// With kQInSmem the CTA's queries follow the tiles (128 bytes per row).
+__host__ __device__ constexpr int smem_bytes(int key_tile, int stages, int q_rows) {
+  return 2 * stages * 8 + 1024 + 2 * stages * key_tile * kD * 2 + q_rows * kD * 2;
+}
+// Named barriers of the ping-pong: consumer c waits on kTurnBarrier + c;
+// each is shared by two warpgroups (the waiter and the one passing).
 [[maybe_unused]] constexpr int kTurnBarrier = 1;
-static_assert(kBr == 128 && kRowsPerPass * 8 == 128);
-static_assert(128 * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536);
+// Named barrier of consumer c's own warpgroup (kQInSmem: Q staged): 4 + c.
+[[maybe_unused]] constexpr int kQBarrier = 4;
+constexpr int kTurnThreads = 2 * kWarpgroup;
+static_assert(kRowsPerPass * 8 == kWarpgroup);
+
+template <int kConsumers>
+constexpr int threads_of() {
+  return kWarpgroup * (1 + kConsumers);
+}
+template <int kConsumers>
+constexpr int smem_of() {
+  using Shape = WsShape<kConsumers>;
+  return smem_bytes(Shape::kKeyTile, Shape::kStages, Shape::kQInSmem ? kConsumers * 64 : 0);
+}
 
 #if LB_WGMMA
 using namespace wg;
 #endif
 
-template <typename Keys>
-__global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(AttentionArgs<bf16> a, Keys keys) {
+template <int kConsumers, typename Keys>
+__global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
+    attention_wgmma_ws_kernel(AttentionArgs<bf16> a, Keys keys) {
 #if LB_WGMMA
-  constexpr int kBc = kKeyTile;  // S = Q K^T is one wgmma m64n192k16 per k-step
-  static_assert(kBc == 192);
+  using Shape = WsShape<kConsumers>;
+  constexpr int kStages = Shape::kStages;
+  constexpr int kConsumerThreads = kConsumers * kWarpgroup;
+  constexpr int kBr = kConsumers * 64;  // query rows per CTA: 64 per consumer
+  constexpr int kBc = Shape::kKeyTile;  // S = Q K^T is one wgmma m64n{kBc}k16 per k-step
+  static_assert(kBc == 128 || kBc == 192);
+  static_assert(kWarpgroup * Shape::kProducerRegs + kConsumerThreads * Shape::kConsumerRegs <= 65536);
   constexpr int kTileElems = kBc * kD;
   constexpr int kTileBytes = kTileElems * 2;
   constexpr int kPasses = kBc / kRowsPerPass;
-  static_assert(kTileBytes % 1024 == 0 && kBc % kRowsPerPass == 0 && smem_bytes(kBc) <= 227 * 1024);
+  static_assert(kTileBytes % 1024 == 0 && kBc % kRowsPerPass == 0 && smem_of<kConsumers>() <= 227 * 1024);
   constexpr int kAtoms = kBc / 8;    // 8-column atoms of S per thread row
   constexpr int kKSteps = kBc / 16;  // k-steps of O += P V
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kBarrierBytes = 2 * kStages * 8;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_raw);  // [kStages]: tile landed
   uint64_t* empty = full + kStages;                        // [kStages]: tile read by every consumer warp
   const uint32_t tiles_addr = smem_addr(smem_raw + kBarrierBytes);
@@ -93,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
   auto v_tile = [&](int stage) { return tiles + (kStages + stage) * kTileElems; };
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int warpgroup = tid / 128;
+  const int warpgroup = tid / kWarpgroup;
 
   const int32_t q_tiles = (a.rows + kBr - 1) / kBr;
   const int32_t group = static_cast<int32_t>(blockIdx.x) / q_tiles;
@@ -106,17 +151,21 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
   split_range(view.num_keys(), a.splits, split, kBc, kb, ke);
   const int32_t n_tiles = (ke - kb + kBc - 1) / kBc;
 
+  // Consumers with query rows in this tile; the others leave at once (the
+  // last tile of 978 queries has 82 rows for two consumers or 18 for three),
+  // so the tile costs the SM only the products of its active consumers.
+  const int active = min(kConsumers, static_cast<int>((a.rows - row0 + 63) / 64));
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], 128);          // every producer thread's copies
-      mbarrier_init(&empty[s], kConsumerThreads / 32);  // every consumer warp
+      mbarrier_init(&full[s], kWarpgroup);              // every producer thread's copies
+      mbarrier_init(&empty[s], active * 4);             // every active consumer warp
     }
   }
   __syncthreads();
 
   if (warpgroup == 0) {
     // ---- producer ----
-    release_registers<kProducerRegs>();
+    release_registers<Shape::kProducerRegs>();
     const int chunk = tid & 7;
     const int first_row = tid >> 3;
     auto cursor = view.seek(kb + first_row);
@@ -166,15 +215,41 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
   }
 
   // ---- consumers ----
-  claim_registers<kConsumerRegs>();
+  claim_registers<Shape::kConsumerRegs>();
   const int consumer = warpgroup - 1;
-  const int cwarp = (tid - 128) >> 5;  // 0..7: rows 16 cwarp .. 16 cwarp + 15 of the CTA's 128
+  if (consumer >= active) return;
+  const int cwarp = (tid - kWarpgroup) >> 5;  // rows 16 cwarp .. 16 cwarp + 15 of the CTA's kBr
   const int lane = tid & 31;
   const int lr = lane >> 2;
   const int lc = lane & 3;
 
-  uint32_t qf[4][4];
-  load_q_fragments(a, group, head, row0 + cwarp * 16, lr, lc, qf);
+  // Q: A fragments in registers, or this consumer's 64 rows in shared
+  // memory (the tiles' swizzled layout; rows past a.rows are zeros), written
+  // with 4-byte stores (q is only 4-byte aligned) before the first wgmma
+  // reads them through the async proxy.
+  [[maybe_unused]] uint32_t qf[4][4];
+  [[maybe_unused]] DescBase q_base{};
+  if constexpr (Shape::kQInSmem) {
+    bf16* q_tile = tiles + 2 * kStages * kTileElems + consumer * 64 * kD;
+    const int ct = tid - kWarpgroup * (1 + consumer);  // 0..127
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int word = ct + kWarpgroup * i;  // 32 4-byte words per row
+      const int r = word / 32, d = 2 * (word % 32);
+      const int32_t row = row0 + consumer * 64 + r;
+      uint32_t v = 0;
+      if (row < a.rows) {
+        v = *reinterpret_cast<const uint32_t*>(a.q + (int64_t{group} * a.rows + row) * a.row_stride() +
+                                               int64_t{head} * kD + d);
+      }
+      *reinterpret_cast<uint32_t*>(q_tile + tile_offset(r, d / 8) + d % 8) = v;
+    }
+    fence_proxy_async();
+    named_barrier_sync(kQBarrier + consumer, kWarpgroup);
+    q_base = DescBase::of(k_desc(q_tile, 0));
+  } else {
+    load_q_fragments(a, group, head, row0 + cwarp * 16, lr, lc, qf);
+  }
 
   float o[32];
 #pragma unroll
@@ -199,9 +274,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[stage]);
   };
+  // The turn goes round: consumer c issues after c - 1, consumer 0 after the
+  // last one's previous tile.
+  // A lone consumer has no turn to take.
+  const bool ping_pong = active > 1;
   const int my_turn = kTurnBarrier + consumer;
-  const int their_turn = kTurnBarrier + 1 - consumer;
-  if (consumer == 1 && n_tiles > 0) named_barrier_arrive(kTurnBarrier, kConsumerThreads);  // consumer 0 starts
+  const int next_turn = kTurnBarrier + (consumer + 1) % active;
+  const int last = active - 1;
+  if (ping_pong && consumer == last && n_tiles > 0) named_barrier_arrive(kTurnBarrier, kTurnThreads);  // 0 starts
 
   // One tile; kFirst: there is no previous P V to issue. (Peeled rather than
   // branched on: a wgmma under a run-time condition makes ptxas serialise
@@ -216,15 +296,24 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
     float s[kBc / 2];  // the first k-step overwrites it (scale-d = 0)
     pin_registers(o);
     pin_registers(pa);
-    named_barrier_sync(my_turn, kConsumerThreads);
+    if (ping_pong) named_barrier_sync(my_turn, kTurnThreads);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n192k16(s, qf[kk], k_base.at(stage * kTileBytes + 32 * kk), kk > 0);
+    for (int kk = 0; kk < 4; ++kk) {
+      if constexpr (Shape::kQInSmem) {
+        static_assert(kBc == 128);
+        wgmma_m64n128k16_ss(s, q_base.at(32 * kk), k_base.at(stage * kTileBytes + 32 * kk), kk > 0);
+      } else {
+        static_assert(kBc == 192);
+        wgmma_m64n192k16(s, qf[kk], k_base.at(stage * kTileBytes + 32 * kk), kk > 0);
+      }
+    }
     wgmma_commit();
     if constexpr (!kFirst) issue_pv((t - 1) % kStages);
-    // Consumer 1 passes the turn after every tile but its last (consumer 0
-    // has no tile left to wait for then); consumer 0 after every tile.
-    if (consumer == 0 || t + 1 < n_tiles) named_barrier_arrive(their_turn, kConsumerThreads);
+    // The last consumer passes the turn after every tile but its last
+    // (consumer 0 has no tile left to wait for then); the others after every
+    // tile.
+    if (ping_pong && (consumer != last || t + 1 < n_tiles)) named_barrier_arrive(next_turn, kTurnThreads);
     if constexpr (kFirst) {
       wgmma_wait<0>();
     } else {
@@ -302,11 +391,21 @@ __global__ void __launch_bounds__(kThreads, 1) attention_wgmma_ws_kernel(Attenti
 #endif
 }
 
+template <int kConsumers, typename Keys>
+void launch_shape(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
+  launch_tensor_core_kernel<attention_wgmma_ws_kernel<kConsumers, Keys>>(
+      args, keys, threads_of<kConsumers>(), smem_of<kConsumers>(), kConsumers * 64, stream);
+}
+
 }  // namespace
 
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  launch_tensor_core_kernel<attention_wgmma_ws_kernel<Keys>>(args, keys, kThreads, smem_bytes(kKeyTile), stream);
+  if (wgmma_ws_consumers(keys) == 3) {
+    launch_shape<3>(args, keys, stream);
+  } else {
+    launch_shape<2>(args, keys, stream);
+  }
 }
 
 template void launch_attention_wgmma_ws<DenseKeys<bf16>>(const AttentionArgs<bf16>&, const DenseKeys<bf16>&,
@@ -314,8 +413,11 @@ template void launch_attention_wgmma_ws<DenseKeys<bf16>>(const AttentionArgs<bf1
 template void launch_attention_wgmma_ws<PagedKeys<bf16>>(const AttentionArgs<bf16>&, const PagedKeys<bf16>&,
                                                          cudaStream_t);
 
-int attention_wgmma_ws_ctas_per_sm() {
-  return tensor_core_ctas_per_sm<attention_wgmma_ws_kernel<PagedKeys<bf16>>>(kThreads, smem_bytes(kKeyTile));
+int attention_wgmma_ws_ctas_per_sm(int consumers) {
+  if (consumers == 3) {
+    return tensor_core_ctas_per_sm<attention_wgmma_ws_kernel<3, DenseKeys<bf16>>>(threads_of<3>(), smem_of<3>());
+  }
+  return tensor_core_ctas_per_sm<attention_wgmma_ws_kernel<2, DenseKeys<bf16>>>(threads_of<2>(), smem_of<2>());
 }
 
 }  // namespace lingbot::cuda::attn
