@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Measured experiment code: LINGBOT_WS_CONSUMERS (three consumers for every
+# launch) was removed once measured; figures in
+# src/backend/cuda/attention_versions.md (wgmma v3). Kept as the record.
 # GPU machine, round 28: wgmma-ws with three consumer warpgroups (192
 # queries per CTA, 128-key tiles, Q in shared memory; LINGBOT_WS_CONSUMERS=3)
 # against two, and idle consumers of a partial query tile leaving at once:

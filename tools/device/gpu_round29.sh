@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Measured experiment code: this round's tree had the paged cache on three
+# consumers with key splits chosen by simulation; that was removed once
+# measured (attention_versions.md, wgmma v3). Kept as the record.
 # GPU machine, round 29: wgmma-ws v3 (three consumers for the paged cache
 # and long dense groups, partial query tiles last, splits by simulation)
 # and the packed split_qkv / LayerNorm kernels: the whole CUDA suite, the
