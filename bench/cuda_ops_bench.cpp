@@ -168,29 +168,24 @@ BENCHMARK(BM_CameraLayer)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
+// LayerNorm of N x 1024 into bf16, from bf16 (f32_in 0) or from the float32
+// residual stream (f32_in 1: the aggregator's case).
 void BM_LayerNorm(benchmark::State& state) {
   const int64_t n = state.range(0), c = 1024;
+  const DType in = state.range(1) != 0 ? DType::F32 : DType::BF16;
   CudaBackend& be = backend();
-  const Tensor x = random_device(be, {n, c}, DType::BF16);
+  const Tensor x = random_device(be, {n, c}, in);
   const Tensor w = random_device(be, {c}, DType::F32);
   const Tensor b = random_device(be, {c}, DType::F32);
   Tensor out = be.alloc({n, c}, DType::BF16);
   time_op(state, be, [&] { be.layer_norm(x, &w, &b, 1e-5f, out); });
-  set_rates(state, 0, 2.0 * 2 * n * c);
+  set_rates(state, 0, (static_cast<double>(dtype_size(in)) + 2.0) * n * c);
 }
-BENCHMARK(BM_LayerNorm)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
-
-void BM_LayerNormF32In(benchmark::State& state) {
-  const int64_t n = state.range(0), c = 1024;
-  CudaBackend& be = backend();
-  const Tensor x = random_device(be, {n, c}, DType::F32);
-  const Tensor w = random_device(be, {c}, DType::F32);
-  const Tensor b = random_device(be, {c}, DType::F32);
-  Tensor out = be.alloc({n, c}, DType::BF16);
-  time_op(state, be, [&] { be.layer_norm(x, &w, &b, 1e-5f, out); });
-  set_rates(state, 0, (4.0 + 2.0) * n * c);
-}
-BENCHMARK(BM_LayerNormF32In)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LayerNorm)
+    ->ArgNames({"N", "f32_in"})
+    ->ArgsProduct({{978, 7824}, {0, 1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_SplitQkv(benchmark::State& state) {
   const int64_t n = state.range(0);

@@ -81,17 +81,28 @@ __device__ __forceinline__ void store8(T* p, const float (&in)[8]) {
   }
 }
 
-// P consecutive float32 values (P a multiple of 4) with 16-byte loads.
-template <int P>
-__device__ __forceinline__ void load_floats(const float* p, float (&out)[P]) {
-  static_assert(P % 4 == 0, "whole float4s");
+// N consecutive float32 values into out[0, N): 16-byte loads when N is a
+// multiple of 4 (p 16-byte aligned), else 8-byte ones (N even, p 8-byte
+// aligned). out may be longer than N.
+template <int N, int M>
+__device__ __forceinline__ void load_floats(const float* p, float (&out)[M]) {
+  static_assert(N <= M && N % 2 == 0, "whole float2s");
+  if constexpr (N % 4 == 0) {
 #pragma unroll
-  for (int i = 0; i < P / 4; ++i) {
-    const float4 q = reinterpret_cast<const float4*>(p)[i];
-    out[4 * i] = q.x;
-    out[4 * i + 1] = q.y;
-    out[4 * i + 2] = q.z;
-    out[4 * i + 3] = q.w;
+    for (int i = 0; i < N / 4; ++i) {
+      const float4 q = reinterpret_cast<const float4*>(p)[i];
+      out[4 * i] = q.x;
+      out[4 * i + 1] = q.y;
+      out[4 * i + 2] = q.z;
+      out[4 * i + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) {
+      const float2 q = reinterpret_cast<const float2*>(p)[i];
+      out[2 * i] = q.x;
+      out[2 * i + 1] = q.y;
+    }
   }
 }
 

@@ -456,30 +456,6 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
-// N float32 values into out[0, N) from p: float4s when N % 4 == 0 (p 16-byte
-// aligned), else float2s (p 8-byte aligned).
-template <int N, int M>
-__device__ __forceinline__ void load_row_floats(const float* p, float (&out)[M]) {
-  static_assert(N <= M && N % 2 == 0, "whole float2s");
-  if constexpr (N % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const float4 f = reinterpret_cast<const float4*>(p)[i];
-      out[4 * i] = f.x;
-      out[4 * i + 1] = f.y;
-      out[4 * i + 2] = f.z;
-      out[4 * i + 3] = f.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) {
-      const float2 f = reinterpret_cast<const float2*>(p)[i];
-      out[2 * i] = f.x;
-      out[2 * i + 1] = f.y;
-    }
-  }
-}
-
 // Per-head LayerNorm of a 64-vector held as packs of P by kLanes lanes; w, b
 // (optional): the LayerNorm's [64] weight and bias, this lane's slice
 // [first, first + P) read with float4s (L1 hits: every warp reads the same
@@ -502,13 +478,13 @@ __device__ __forceinline__ void head_norm64_pack(float (&x)[P], int first, const
   for (int e = 0; e < P; ++e) x[e] = (x[e] - mean) * inv_std;
   if (w) {
     float wv[P];
-    load_row_floats<P>(w + first, wv);
+    load_floats<P>(w + first, wv);
 #pragma unroll
     for (int e = 0; e < P; ++e) x[e] *= wv[e];
   }
   if (b) {
     float bv[P];
-    load_row_floats<P>(b + first, bv);
+    load_floats<P>(b + first, bv);
 #pragma unroll
     for (int e = 0; e < P; ++e) x[e] += bv[e];
   }
@@ -581,11 +557,11 @@ __global__ void __launch_bounds__(kThreads, 4) split_qkv64_pack_kernel(SplitQkv 
     if (a.rope != SplitQkv::Rope::None) {
       const int64_t table_row = (t % a.rope_rows) * (kSplit64Dim / 2) + angle0;
       if (half_split) {
-        load_row_floats<P>(a.cos + table_row, c);
-        load_row_floats<P>(a.sin + table_row, s);
+        load_floats<P>(a.cos + table_row, c);
+        load_floats<P>(a.sin + table_row, s);
       } else {
-        load_row_floats<P / 2>(a.cos + table_row, c);
-        load_row_floats<P / 2>(a.sin + table_row, s);
+        load_floats<P / 2>(a.cos + table_row, c);
+        load_floats<P / 2>(a.sin + table_row, s);
       }
     }
     if (a.norm) {
