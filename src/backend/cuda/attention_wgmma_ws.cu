@@ -1,37 +1,39 @@
-// The warp-specialised attention kernel on Hopper (sm_90a): wgmma v2 in
-// attention_versions.md, FlashAttention-3's structure. bf16, head_dim 64;
-// same contract, grid (128 query rows per CTA) and key splits as the other
-// tensor-core kernels (attention_launch.h).
+// The warp-specialised attention kernel on Hopper (sm_90a): wgmma v2 and v3
+// in attention_versions.md, FlashAttention-3's structure. bf16, head_dim 64;
+// same contract and key splits as the other tensor-core kernels
+// (attention_launch.h), 64 query rows per consumer warpgroup.
 //
 // Why a new structure: in wgmma v1 (attention_wgmma.cu) every warp loads,
 // waits at a CTA-wide barrier, multiplies and exponentiates, so the tensor
 // cores, the exponential unit and the issue slots take turns instead of
 // overlapping (counted in attention_versions.md). Here the roles are split:
 //
-//   warpgroup 0, the producer: copies K/V tiles of 192 keys into a ring of
-//     kStages shared-memory stages with cp.async and tells the consumers a
-//     stage is full through an mbarrier (cp.async.mbarrier.arrive: the
-//     producer never waits for its own copies). It gives most of its
-//     registers back (setmaxnreg) to the consumers.
-//   warpgroups 1 and 2, the consumers: 64 query rows each. Per tile t:
+//   warpgroup 0, the producer: copies K/V tiles into a ring of kStages
+//     shared-memory stages with cp.async and tells the consumers a stage is
+//     full through an mbarrier (cp.async.mbarrier.arrive: the producer never
+//     waits for its own copies). It gives most of its registers back
+//     (setmaxnreg) to the consumers.
+//   warpgroups 1.. kConsumers, the consumers: 64 query rows each. Per tile t:
 //       wait until stage t is full
 //       [turn] issue S_t = Q K_t^T and O += P_{t-1} V_{t-1}  [pass the turn]
 //       wait for S_t; online softmax of S_t while P_{t-1} V_{t-1} runs
 //       wait for it; release stage t - 1 to the producer; rescale O, pack P_t
-//     The turn is a pair of named barriers (ping-pong): the two consumers
-//     issue their matrix products alternately, so one's softmax runs while
-//     the other's products occupy the tensor cores.
+//     The turn goes round the consumers through named barriers (ping-pong
+//     with two): they issue their matrix products in turn, so one's softmax
+//     runs while another's products occupy the tensor cores.
 //
-// One CTA per SM (3 x 128 threads, 4 stages of 48 KiB). One frame's queries
-// (978 rows x 16 heads = 128 CTAs) fill 128 of the H200's 132 SMs in one
-// wave without key splits.
+// Two shapes (WsShape): two consumers, 192-key tiles, 4 stages of 48 KiB
+// (the paged cache and frame blocks: one frame's 978 rows x 16 heads = 128
+// CTAs fill 128 of the H200's 132 SMs in one wave without key splits); three
+// consumers, 128-key tiles, 6 stages of 32 KiB, Q in shared memory (long
+// dense groups: the scale phase). One CTA per SM either way.
 //
 // Memory ordering: cp.async writes shared memory through the generic proxy
 // and wgmma reads it through the async proxy, so each consumer thread
 // fences (fence.proxy.async) after the mbarrier wait that made the copies
-// visible to it and before its wgmmas. A stage is refilled only after all
-// 8 consumer warps have arrived on its "empty" mbarrier, which they do after
-// waiting for the wgmma group that read it.
+// visible to it and before its wgmmas (and after staging Q). A stage is
+// refilled only after every consumer warp has arrived on its "empty"
+// mbarrier, which it does after waiting for the wgmma group that read it.
 #include "backend/cuda/attention_kernels.cuh"
 #include "backend/cuda/wgmma_ops.cuh"
 
@@ -151,14 +153,14 @@ __global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
   split_range(view.num_keys(), a.splits, split, kBc, kb, ke);
   const int32_t n_tiles = (ke - kb + kBc - 1) / kBc;
 
-  // Consumers with query rows in this tile; the others leave at once (the
-  // last tile of 978 queries has 82 rows for two consumers or 18 for three),
-  // so the tile costs the SM only the products of its active consumers.
+  // Consumers with query rows in this tile; the others leave at once (a
+  // partial last tile with rows for fewer consumers than the shape has), so
+  // the tile costs the SM only the products of its active consumers.
   const int active = min(kConsumers, static_cast<int>((a.rows - row0 + 63) / 64));
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], kWarpgroup);              // every producer thread's copies
-      mbarrier_init(&empty[s], active * 4);             // every active consumer warp
+      mbarrier_init(&full[s], kWarpgroup);   // every producer thread's copies
+      mbarrier_init(&empty[s], active * 4);  // every active consumer warp
     }
   }
   __syncthreads();
