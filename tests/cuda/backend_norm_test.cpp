@@ -174,8 +174,8 @@ TEST(CudaBackendNorm, SplitQkvMatchesCpu) {
       {"odd 5 f32 3 x 64 qk-norm half-split, 4 table rows", 5, 3, 64, DType::F32, true, Table::Random, P::HalfSplit,
        4},
       {"odd 5 f32 3 x 64 interleaved, 1 table row", 5, 3, 64, DType::F32, false, Table::Random, P::Interleaved, 1},
-      // Head dim 64 with views not 16-byte aligned: a whole pair of elements
-      // (the pair kernel) or not even that (the generic kernel).
+      // Head dim 64 with views not 16-byte aligned, by a whole pair of
+      // elements or by one: the generic kernel.
       {"misaligned 978 bf16 qk-norm 2D rope (pairs)", 978, 16, 64, DType::BF16, true, Table::Rope2d, P::HalfSplit, 0,
        0, 1, 2},
       {"misaligned 978 f32 qk-norm 3D rope (pairs)", 978, 16, 64, DType::F32, true, Table::Rope3d, P::Interleaved, 0,

@@ -81,11 +81,11 @@ template <typename Keys>
 void launch_attention_wgmma(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
 int attention_wgmma_ctas_per_sm();
 // The warp-specialised wgmma kernel (attention_wgmma_ws.cu): the same
-// contract, grid (kMmaQueryRows queries per CTA) and splits; 128-key tiles.
+// contract and splits; the grid's query tiles follow its shape (below).
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
 // Its two shapes: 2 consumer warpgroups (128 queries per CTA) or 3 (192).
-// Three run the long dense groups of the scale phase (7,824 keys) 13% faster
+// Three run the long dense groups of the scale phase (7,824 keys) in 13% less time
 // (attention_versions.md, wgmma v3). They stay off the paged cache: one
 // frame's 978 queries make 6 x 16 CTAs of 192 (the last with 18 rows), and
 // no key split spreads those over 132 SMs better than 8 x 16 CTAs of 128 do

@@ -110,11 +110,16 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 // ---- reductions -----------------------------------------------------------
 
-__device__ __forceinline__ float warp_sum(float v) {
+// Sum over each group of kLanes consecutive lanes (a power of two <= 32);
+// every lane of the warp takes part and gets its group's sum.
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float v) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = kLanes / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
+
+__device__ __forceinline__ float warp_sum(float v) { return group_sum<32>(v); }
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll

@@ -321,107 +321,7 @@ __global__ void split_qkv_kernel(SplitQkv a) {
   }
 }
 
-// ---- split_qkv for head_dim 64, element pairs: one warp per (token, head) --
-// The fallback of the packed kernel below for views aligned to a pair of
-// elements but not to 16 bytes. Lane l holds elements 2l and 2l + 1 of the
-// head's q, k and v vectors in registers (one 4- or 8-byte load each), so
-// qk-norm is two warp reductions per vector and RoPE needs at most one
-// shuffle: in the half-split layout element i pairs with i +- 16 (lane
-// l ^ 8); in the interleaved layout the pair is the lane's own two elements.
-// No shared memory, no block barrier: the generic kernel above staged whole
-// tokens; for 978 tokens x 16 heads on the H200 it took 21.5 us, this one
-// 10.1 us (Nsight Compute, rounds 17 and 19), where every warp-wide load
-// moved only 128 bytes.
 constexpr int kSplit64Dim = 64;
-
-template <typename T>
-struct Pair;  // two consecutive elements, moved with one load/store
-template <>
-struct Pair<__nv_bfloat16> {
-  using Raw = __nv_bfloat162;
-  __device__ static void load(const __nv_bfloat16* p, float& a, float& b) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const Raw*>(p));
-    a = f.x;
-    b = f.y;
-  }
-  __device__ static void store(__nv_bfloat16* p, float a, float b) {
-    *reinterpret_cast<Raw*>(p) = __floats2bfloat162_rn(a, b);
-  }
-};
-template <>
-struct Pair<float> {
-  __device__ static void load(const float* p, float& a, float& b) {
-    const float2 f = *reinterpret_cast<const float2*>(p);
-    a = f.x;
-    b = f.y;
-  }
-  __device__ static void store(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
-};
-
-// Per-head LayerNorm of the warp's 64-element vector (x0, x1 per lane).
-__device__ __forceinline__ void head_norm64(float& x0, float& x1, int lane, const float* w, const float* b, float eps) {
-  const float mean = warp_sum(x0 + x1) * (1.0f / kSplit64Dim);
-  const float d0 = x0 - mean, d1 = x1 - mean;
-  const float inv_std = 1.0f / sqrtf(warp_sum(d0 * d0 + d1 * d1) * (1.0f / kSplit64Dim) + eps);
-  x0 = d0 * inv_std;
-  x1 = d1 * inv_std;
-  if (w) {
-    x0 *= w[2 * lane];
-    x1 *= w[2 * lane + 1];
-  }
-  if (b) {
-    x0 += b[2 * lane];
-    x1 += b[2 * lane + 1];
-  }
-}
-
-// RoPE of the warp's vector; cos/sin: this token's table row (32 angles).
-__device__ __forceinline__ void rope64(float& x0, float& x1, int lane, SplitQkv::Rope mode, const float* cos,
-                                       const float* sin) {
-  if (mode == SplitQkv::Rope::Interleaved) {  // angle l rotates (2l, 2l + 1)
-    const float c = cos[lane], s = sin[lane];
-    const float y0 = x0 * c - x1 * s;
-    x1 = x0 * s + x1 * c;
-    x0 = y0;
-  } else if (mode == SplitQkv::Rope::HalfSplit) {  // halves of 32; i < 16 in a half pairs with i + 16
-    const float p0 = __shfl_xor_sync(0xffffffffu, x0, 8);
-    const float p1 = __shfl_xor_sync(0xffffffffu, x1, 8);
-    const int j = (lane / 16) * 16 + (2 * lane) % 16;  // angle of element 2l; 2l + 1 has j + 1
-    const float sign = (lane & 8) ? 1.0f : -1.0f;      // first quarter: x cos - partner sin
-    x0 = x0 * cos[j] + sign * p0 * sin[j];
-    x1 = x1 * cos[j + 1] + sign * p1 * sin[j + 1];
-  }
-}
-
-template <typename T>
-__global__ void split_qkv64_kernel(SplitQkv a) {
-  const int lane = threadIdx.x % 32;
-  const int64_t C = int64_t{a.heads} * kSplit64Dim;
-  const int64_t warps = a.tokens * a.heads;
-  const T* qkv = static_cast<const T*>(a.qkv);
-  for (int64_t w = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; w < warps;
-       w += int64_t{gridDim.x} * blockDim.x / 32) {  // uniform per warp: the shuffles see all 32 lanes
-    const int64_t t = w / a.heads;
-    const int64_t col = (w % a.heads) * kSplit64Dim + 2 * lane;  // this lane's first element in [0, C)
-    const T* row = qkv + t * 3 * C;
-    float q0, q1, k0, k1, v0, v1;
-    Pair<T>::load(row + col, q0, q1);
-    Pair<T>::load(row + C + col, k0, k1);
-    Pair<T>::load(row + 2 * C + col, v0, v1);
-    if (a.norm) {
-      head_norm64(q0, q1, lane, a.q_weight, a.q_bias, a.eps);
-      head_norm64(k0, k1, lane, a.k_weight, a.k_bias, a.eps);
-    }
-    if (a.rope != SplitQkv::Rope::None) {
-      const int64_t table_row = (t % a.rope_rows) * (kSplit64Dim / 2);
-      rope64(q0, q1, lane, a.rope, a.cos + table_row, a.sin + table_row);
-      rope64(k0, k1, lane, a.rope, a.cos + table_row, a.sin + table_row);
-    }
-    Pair<T>::store(static_cast<T*>(a.q) + t * C + col, q0, q1);
-    Pair<T>::store(static_cast<T*>(a.k) + t * C + col, k0, k1);
-    Pair<T>::store(static_cast<T*>(a.v) + t * C + col, v0, v1);
-  }
-}
 
 // ---- split_qkv for head_dim 64, 16-byte packs: several heads per warp -----
 // The aggregator's case (16 heads of 64; bfloat16, 978 tokens a frame: 6 MB
@@ -431,7 +331,8 @@ __global__ void split_qkv64_kernel(SplitQkv a) {
 // 32 / kLanes vectors (4 or 2) of consecutive (token, head) items:
 //   lane l: item (the warp's first item + l / kLanes),
 //           elements [P (l % kLanes), +P) of that head's q, k and v vectors.
-// A warp-wide load moves 512 contiguous bytes, where the pair kernel above
+// A warp-wide load moves 512 contiguous bytes, where the earlier kernel
+// (one warp per head vector, a bf16 pair per lane: 10.2 us for a frame)
 // moved 128, and a frame's 3912 warps (bfloat16) are one wave on an H200
 // (the launch bound keeps the kernel at 64 registers, so 4 blocks of 256
 // fit an SM: 132 x 32 warps), each lane with its three 16-byte loads in
@@ -441,20 +342,12 @@ __global__ void split_qkv64_kernel(SplitQkv a) {
 // full-warp). RoPE: an interleaved pair (2m, 2m + 1) lies inside one pack (P
 // is even); in the half-split layout a pack lies inside one quarter of 16
 // elements (P divides 16), and its partners i +- 16 are the pack of lane
-// l ^ (16 / P). Same arithmetic as the pair kernel (float32, two-pass
+// l ^ (16 / P). Same arithmetic as the generic kernel (float32, two-pass
 // variance, the RoPE formulas of rope_element). Needs qkv, q, k, v, the
 // qk-norm parameters and the RoPE tables 16-byte aligned (checked on the
 // host; the table rows of 32 floats keep that alignment).
 template <typename T>
 inline constexpr int kSplit64ItemsPerWarp = 32 * kPack<T> / kSplit64Dim;
-
-// Sum over groups of kLanes consecutive lanes (a power of two <= 32).
-template <int kLanes>
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Per-head LayerNorm of a 64-vector held as packs of P by kLanes lanes; w, b
 // (optional): the LayerNorm's [64] weight and bias, this lane's slice
@@ -615,14 +508,10 @@ void split_qkv(const SplitQkv& a, cudaStream_t stream) {
   if (a.tokens == 0) return;
   const int64_t C = int64_t{a.heads} * a.head_dim;
   const int64_t esize = static_cast<int64_t>(dtype_size(a.dtype));
-  const bool pairs_aligned = [&] {
-    const uintptr_t mask = 2 * static_cast<uintptr_t>(esize) - 1;  // a pair's size
-    return ((reinterpret_cast<uintptr_t>(a.qkv) | reinterpret_cast<uintptr_t>(a.q) | reinterpret_cast<uintptr_t>(a.k) |
-             reinterpret_cast<uintptr_t>(a.v)) & mask) == 0;
-  }();
-  // Head dim 64 (the encoder's plain split too): one pass, one launch; in
-  // 16-byte packs when every pointer the kernel reads with them is aligned
-  // (C = 64 heads is a whole number of packs), else in element pairs.
+  // Head dim 64 (the encoder's plain split too): one pass, one launch, in
+  // 16-byte packs, when every pointer the kernel reads with them is aligned
+  // (C = 64 heads is a whole number of packs); other views (never the
+  // model's) take the generic kernel below.
   const bool packs_aligned = aligned16(a.qkv) && aligned16(a.q) && aligned16(a.k) && aligned16(a.v) &&
                              aligned16(a.q_weight) && aligned16(a.q_bias) && aligned16(a.k_weight) &&
                              aligned16(a.k_bias) && aligned16(a.cos) && aligned16(a.sin);  // null: aligned
@@ -634,16 +523,6 @@ void split_qkv(const SplitQkv& a, cudaStream_t stream) {
       const unsigned grid = static_cast<unsigned>(
           std::min<int64_t>((a.tokens * a.heads + kItemsPerBlock - 1) / kItemsPerBlock, int64_t{1} << 20));
       split_qkv64_pack_kernel<T><<<grid, kThreads, 0, stream>>>(a);
-    });
-    LB_CUDA_CHECK_LAUNCH();
-    return;
-  }
-  if (a.head_dim == kSplit64Dim && pairs_aligned && float_type) {
-    constexpr int kWarps = kThreads / 32;
-    const unsigned grid =
-        static_cast<unsigned>(std::min<int64_t>((a.tokens * a.heads + kWarps - 1) / kWarps, int64_t{1} << 20));
-    dispatch_float(a.dtype, "split_qkv", [&](auto tag) {
-      split_qkv64_kernel<decltype(tag)><<<grid, kThreads, 0, stream>>>(a);
     });
     LB_CUDA_CHECK_LAUNCH();
     return;
