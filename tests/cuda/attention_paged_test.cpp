@@ -177,6 +177,25 @@ void check_all(const PagedKeysFixture& f, int block, int64_t nq, int max_ref_row
   }
 }
 
+// With no visible keys every output is exactly zero (5 and 200 queries: the
+// latter makes full tiles and lone blocks on the balanced schedule).
+void check_no_keys(std::mt19937& rng) {
+  DeviceScratch scratch(nullptr, "test splits");
+  for (DType dtype : {DType::BF16, DType::F32}) {
+    auto f = make_fixture(2, 64, 2, 64, 1, dtype, {}, 0, rng);
+    for (int64_t nq : {5, 200}) {
+      const Tensor dq = ct::upload(ct::random_normal({nq, 2, 64}, rng), dtype);
+      for (const Variant& var : variants_for(dtype, 64)) {
+        const Tensor got = run(*f, 0, dq, var.kernel, var.splits, scratch);
+        for (int64_t e = 0; e < got.numel(); ++e) {
+          ASSERT_EQ(got.f32()[e], 0.f) << attention_kernel_name(var.kernel) << " splits " << var.splits << ", "
+                                       << nq << " queries, element " << e;
+        }
+      }
+    }
+  }
+}
+
 void check_needles(std::mt19937& rng) {
   for (DType dtype : {DType::BF16, DType::F32}) {
     const int page_size = 97, heads = 2, d = 64;
@@ -263,18 +282,7 @@ TEST(CudaAttentionPaged, OddShapes) {
 TEST(CudaAttentionPaged, NoKeysGivesZeros) {
   LB_REQUIRE_GPU();
   std::mt19937 rng(13);
-  DeviceScratch scratch(nullptr, "test splits");
-  for (DType dtype : {DType::BF16, DType::F32}) {
-    auto f = make_fixture(2, 64, 2, 64, 1, dtype, {}, 0, rng);
-    const Tensor dq = ct::upload(ct::random_normal({5, 2, 64}, rng), dtype);
-    for (const Variant& var : variants_for(dtype, 64)) {
-      const Tensor got = run(*f, 0, dq, var.kernel, var.splits, scratch);
-      for (int64_t e = 0; e < got.numel(); ++e) {
-        ASSERT_EQ(got.f32()[e], 0.f) << attention_kernel_name(var.kernel) << " splits " << var.splits << " element "
-                                     << e;
-      }
-    }
-  }
+  check_no_keys(rng);
 }
 
 // Query i targets one key t(i): q = 60 * sqrt(D) * k_t / |k_t|, so the score
@@ -319,6 +327,12 @@ void check_hopper_kernel(AttentionKernel kernel, const std::string& name, unsign
   check_all(*odd, 1, 129, 48, rng, name + " pages of 37");
   auto one = make_fixture(3, 1, 2, 64, 2, DType::BF16, random_pages(3, 1, rng), 1, rng);
   check_all(*one, 1, 5, 48, rng, name + " one key");
+  // 320 queries: one full tile of 192 and two lone row blocks per head on
+  // the wgmma-ws kernel's balanced schedule; 5 pages of 972 (38 key tiles of
+  // 128, not a multiple of 3: the lone blocks' consumers get unequal counts).
+  auto mid = make_fixture(12, 972, 4, 64, 1, DType::BF16, random_pages(12, 5, rng), 100, rng);
+  check_all(*mid, 0, 320, 48, rng, name + " 320 queries x 3988 keys");
+  check_no_keys(rng);
   check_needles(rng);
   g_only = AttentionKernel::Auto;
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# GPU machine, round 34: wgmma v4, the balanced schedule (three consumers
+# over the paged cache, one persistent CTA per SM, attention_schedule.h).
+# Its tests first; then the kernel alone and end to end against the
+# previous tree (bd24898, built from .old/) in the same call, alternating;
+# then the rest of the CUDA suite.
+set -uo pipefail
+ROUND=r34
+source tools/device/round_lib.sh
+round_begin
+round_deps
+BO=$PWD/build-old
+( cd .old && cmake -S . -B "$BO" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$R/cmake_old.log" 2>&1 && ninja -C "$BO" lingbot-map attention_cuda_bench > "$R/build_old.log" 2>&1 ) &
+OLD=$!
+round_build lingbot-map cuda_tests attention_cuda_bench
+wait $OLD; echo "old build rc=$?" | tee -a $S
+log "attention tests"
+timeout 150 $B/bin/cuda_tests --gtest_filter='CudaAttention*:CudaBackendNorm*' > $R/attn_tests.log 2>&1
+echo "rc=$?" | tee -a $S; grep -E "FAILED|PASSED|tests ran|Failure|SKIPPED" $R/attn_tests.log | head -20 | cut -c1-200 | tee -a $S; keep
+log "attention kernel alone: balanced (new, splits 0), grid (new, splits 1), grid (old, splits 0)"
+for i in 1 2; do
+  timeout 40 $B/bin/attention_cuda_bench --benchmark_filter='PagedFullWindow/kernel:3/splits:(0|1)$' 2>&1 | grep -E "^BM_" | cut -c1-150 | sed 's/^/new /' | tee -a $S
+  timeout 40 $BO/bin/attention_cuda_bench --benchmark_filter='PagedFullWindow/kernel:3/splits:0$' 2>&1 | grep -E "^BM_" | cut -c1-150 | sed 's/^/old /' | tee -a $S
+done; keep
+log "end to end, alternating"
+for i in 1 2; do
+  bench new$i --frames 200
+  timeout 100 "$BO/bin/lingbot-map" bench --device cuda --height 378 --width 504 --frames 200 > "$R/bench_old$i.txt" 2>&1
+  echo "-- old$i" | tee -a "$S"; tail -3 "$R/bench_old$i.txt" | cut -c1-260 | tee -a "$S"; keep
+done
+log "CUDA suite"
+timeout 200 $B/bin/cuda_tests --gtest_filter='-CudaAttention*:CudaBackendNorm*' > $R/cuda_tests.log 2>&1
+echo "rc=$?" | tee -a $S; grep -E "FAILED|PASSED|tests ran|Failure|SKIPPED" $R/cuda_tests.log | head -20 | cut -c1-200 | tee -a $S
+grep -E "vs upstream|deferred heads" $R/cuda_tests.log | sort -k5 -g | tail -4 | cut -c1-160 | tee -a $S; keep
+log done

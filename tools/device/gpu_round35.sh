@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# GPU machine, round 35: the balanced schedule with shares in multiples of
+# a third of a tile (LINGBOT_BALANCED_ALIGNED, experiment: CTAs then read
+# the keys at three places at a time instead of ~6 per head) against even
+# shares and the grid schedule, kernel alone and end to end.
+set -uo pipefail
+ROUND=r35
+source tools/device/round_lib.sh
+round_begin
+round_deps
+BO=$PWD/build-old
+( cd .old && cmake -S . -B "$BO" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$R/cmake_old.log" 2>&1 && ninja -C "$BO" lingbot-map > "$R/build_old.log" 2>&1 ) &
+OLD=$!
+round_build lingbot-map cuda_tests attention_cuda_bench
+log "kernel alone: splits 0 = balanced (even, then aligned), splits 1 = grid"
+F='PagedFullWindow/kernel:3/splits:(0|1)/'
+for i in 1 2; do
+  timeout 40 $B/bin/attention_cuda_bench --benchmark_filter=$F 2>&1 | grep -E "^BM_" | cut -c1-150 | sed 's/^/even    /' | tee -a $S
+  LINGBOT_BALANCED_ALIGNED=1 timeout 40 $B/bin/attention_cuda_bench --benchmark_filter=$F 2>&1 | grep -E "^BM_" | cut -c1-150 | sed 's/^/aligned /' | tee -a $S
+done; keep
+log "aligned: attention tests"
+LINGBOT_BALANCED_ALIGNED=1 timeout 150 $B/bin/cuda_tests --gtest_filter='CudaAttention*' > $R/attn_tests.log 2>&1
+echo "rc=$?" | tee -a $S; grep -E "FAILED|PASSED|tests ran|Failure" $R/attn_tests.log | head -10 | cut -c1-200 | tee -a $S; keep
+wait $OLD; echo "old build rc=$?" | tee -a $S
+log "end to end"
+export LINGBOT_BALANCED_ALIGNED=1
+bench aligned --frames 200
+timeout 100 "$BO/bin/lingbot-map" bench --device cuda --height 378 --width 504 --frames 200 > "$R/bench_old.txt" 2>&1
+echo "-- old" | tee -a "$S"; tail -3 "$R/bench_old.txt" | cut -c1-200 | tee -a "$S"; keep
+bench aligned2 --frames 200
+log done
