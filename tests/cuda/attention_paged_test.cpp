@@ -177,8 +177,8 @@ void check_all(const PagedKeysFixture& f, int block, int64_t nq, int max_ref_row
   }
 }
 
-// With no visible keys every output is exactly zero (5 and 200 queries: the
-// latter makes full tiles and lone blocks on the balanced schedule).
+// With no visible keys every output is exactly zero (5 queries, and 200:
+// several query tiles, the last partial).
 void check_no_keys(std::mt19937& rng) {
   DeviceScratch scratch(nullptr, "test splits");
   for (DType dtype : {DType::BF16, DType::F32}) {
@@ -327,9 +327,8 @@ void check_hopper_kernel(AttentionKernel kernel, const std::string& name, unsign
   check_all(*odd, 1, 129, 48, rng, name + " pages of 37");
   auto one = make_fixture(3, 1, 2, 64, 2, DType::BF16, random_pages(3, 1, rng), 1, rng);
   check_all(*one, 1, 5, 48, rng, name + " one key");
-  // 320 queries: one full tile of 192 and two lone row blocks per head on
-  // the wgmma-ws kernel's balanced schedule; 5 pages of 972 (38 key tiles of
-  // 128, not a multiple of 3: the lone blocks' consumers get unequal counts).
+  // 320 queries (query tiles of 128, the last half full) against 5 pages of
+  // 972 keys (key tiles that straddle page ends).
   auto mid = make_fixture(12, 972, 4, 64, 1, DType::BF16, random_pages(12, 5, rng), 100, rng);
   check_all(*mid, 0, 320, 48, rng, name + " 320 queries x 3988 keys");
   check_no_keys(rng);

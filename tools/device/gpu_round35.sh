@@ -3,6 +3,10 @@
 # a third of a tile (LINGBOT_BALANCED_ALIGNED, experiment: CTAs then read
 # the keys at three places at a time instead of ~6 per head) against even
 # shares and the grid schedule, kernel alone and end to end.
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r35
 source tools/device/round_lib.sh

@@ -3,6 +3,10 @@
 # ~910 us against ~712 us for the grid schedule (round 35). Nsight Compute
 # on one launch of each (and the dense 7,824^2 group on three consumers, the
 # per-step reference): throughput, warp stalls, memory.
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r36
 source tools/device/round_lib.sh

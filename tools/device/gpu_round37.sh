@@ -4,6 +4,10 @@
 # at one of three places). Tests; the kernel against the grid schedule;
 # Nsight Compute's memory figures for it; end to end against the previous
 # tree (bd24898, .old/); the rest of the CUDA suite.
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r37
 source tools/device/round_lib.sh

@@ -4,6 +4,10 @@
 # the producer can load ahead). Tests; the kernel against the grid
 # schedule; where its few spilled registers are (SASS) and how much local
 # memory they move (Nsight Compute); end to end against bd24898 (.old/).
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r38
 source tools/device/round_lib.sh

@@ -4,6 +4,10 @@
 # 1) and with three (splits 4, LINGBOT_WS_PAGED_CONSUMERS=3; round 28 had
 # 742-744 us); the balanced schedule over 132 persistent CTAs and over 264
 # and 128 (LINGBOT_BALANCED_CTAS: one third per CTA in two waves).
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r39
 source tools/device/round_lib.sh

@@ -4,6 +4,10 @@
 # wgmma descriptors stay in uniform registers (round 38's SASS: 32 R2UR per
 # tile in its main loop against 9 in the grid kernel's). SASS counts, the
 # kernel against the grid schedule, tests.
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r40
 source tools/device/round_lib.sh

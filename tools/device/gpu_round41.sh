@@ -3,6 +3,10 @@
 # window with 960 queries (five full tiles per head, no lone block) and
 # with 978, balanced (splits 0) against grid (splits 1); and 192 queries
 # (one full tile per head) against 64 (one lone block per head).
+# The balanced schedule's last version is commit f45b3ea, reverted in the
+# next; rounds 34-41 ran its successive versions (attention_versions.md,
+# wgmma v4, says what each changed). The environment variables some rounds
+# set were experiment hooks that existed only in the working tree then.
 set -uo pipefail
 ROUND=r41
 source tools/device/round_lib.sh

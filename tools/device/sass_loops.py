@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The wgmma-ws attention kernels' loops in a cuobjdump -sass listing: for
+"""The wgmma-ws attention kernels' loops in a cuobjdump -sass listing
+(usage: sass_loops.py LISTING; round 40 made one on the GPU machine): for
 each kernel, every backward branch whose body holds HGMMA instructions,
 with its length and the most frequent opcodes (R2UR counts show
 descriptors built per thread instead of in uniform registers), and the
@@ -10,7 +11,7 @@ import sys
 text = open(sys.argv[1]).read()
 for f in re.split(r'\n\s*Function : ', text)[1:]:
     name = f.split('\n')[0]
-    m = re.search(r'attention_wgmma_ws_kernelILi(\d)ELb(\d)ENS1_9(\w+?)I', name)
+    m = re.search(r'attention_wgmma_ws_kernelILi(\d)E(?:Lb(\d)E)?NS1_9(\w+?)I', name)
     if not m:
         continue
     ins = []
