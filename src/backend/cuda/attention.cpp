@@ -7,7 +7,6 @@
 #include <string>
 
 #include "backend/cuda/attention_launch.h"
-#include "backend/cuda/attention_schedule.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 
@@ -141,20 +140,6 @@ void check_launch_size(int64_t rows, int num_heads, int splits) {
            splits);
 }
 
-// The balanced schedule's grid: as many CTAs as fit on the GPU at once.
-int balanced_ctas() {
-  return device_info().sms * attn::attention_wgmma_ws_ctas_per_sm(attn::kBalancedConsumers);
-}
-
-// The wgmma-ws kernel runs the paged cache on its balanced schedule
-// (attention_schedule.h) when there are at least two row blocks of queries
-// and each CTA's share has few enough pieces to list in shared memory: at
-// most one query tile per CTA.
-bool balanced_applies(AttentionKernel kernel, int64_t nq, int num_heads) {
-  return kernel == AttentionKernel::WgmmaWs && attn::balanced_rows_fit(nq) &&
-         attn::balanced_tiles(nq, num_heads) <= balanced_ctas();
-}
-
 }  // namespace
 
 const char* attention_kernel_name(AttentionKernel kernel) {
@@ -223,9 +208,6 @@ void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor&
 int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
   if (nq <= 0 || kernel == AttentionKernel::Naive) return 1;
   const DeviceInfo info = device_info();
-  // The wgmma-ws kernel's balanced schedule: its slots of partial results
-  // stand in for splits.
-  if (balanced_applies(kernel, nq, num_heads)) return attn::kBalancedSlots;
   if (kernel == AttentionKernel::Mma || kernel == AttentionKernel::Wgmma || kernel == AttentionKernel::WgmmaWs) {
     // Equal CTAs, `slots` of them resident at once. A split adds a combine
     // pass (the partial outputs written and read once), so: no split when a
@@ -286,9 +268,6 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
   // Pages are 16-byte aligned by construction (kv_table.h), so only q/out matter.
   kernel = resolve(kernel, q.dtype(), head_dim, aligned(q.data(), 4) && aligned(out.data(), 4));
   if (kernel == AttentionKernel::Naive) splits = 1;
-  // The wgmma-ws kernel's automatic choice is its balanced schedule where it
-  // applies (balanced_applies); forced splits run its grid schedule.
-  const bool balanced = splits == 0 && balanced_applies(kernel, nq, num_heads);
   if (splits == 0) splits = attention_paged_splits(kernel, nq, num_heads);
   check_launch_size(nq, num_heads, splits);
 
@@ -297,7 +276,6 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
     auto a = make_args<T>(q, out, 1, static_cast<int32_t>(nq), num_heads, head_dim);
     a.splits = splits;
     a.zero_fill_src = table;  // device_malloc'd: 256-byte aligned
-    if (balanced) a.balanced_ctas = balanced_ctas();
     if (splits > 1) {
       const int64_t per_split = nq * num_heads;
       auto* p = scratch.get_as<float>(int64_t{splits} * per_split * (head_dim + 1));

@@ -233,9 +233,6 @@ __global__ void __launch_bounds__(kCombineThreads)
   if (i >= rows_heads * (kDim / 4)) return;
   const int64_t ih = i / (kDim / 4);
   const int64_t e = i * 4;  // first of this thread's 4 elements: ih * 64 + 4 (i % 16)
-  // A split with lse = -inf is empty; its partial output is not read (the
-  // balanced schedule leaves the slots no piece fills unwritten but for that
-  // mark: attention_schedule.h).
   float lse[kCombine64MaxSplits];
   float4 o[kCombine64MaxSplits];
   float mx = -INFINITY;
@@ -243,19 +240,16 @@ __global__ void __launch_bounds__(kCombineThreads)
   for (int s = 0; s < kCombine64MaxSplits; ++s) {
     if (s < splits) {
       lse[s] = part_lse[s * rows_heads + ih];
+      o[s] = *reinterpret_cast<const float4*>(part_o + s * total + e);
       mx = fmaxf(mx, lse[s]);
     }
-  }
-#pragma unroll
-  for (int s = 0; s < kCombine64MaxSplits; ++s) {
-    if (s < splits && lse[s] != -INFINITY) o[s] = *reinterpret_cast<const float4*>(part_o + s * total + e);
   }
   float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
   float den = 0.f;
   if (mx != -INFINITY) {
 #pragma unroll
     for (int s = 0; s < kCombine64MaxSplits; ++s) {
-      if (s < splits && lse[s] != -INFINITY) {
+      if (s < splits) {
         const float w = attn::fast_exp2(lse[s] - mx);
         den += w;
         num.x = fmaf(w, o[s].x, num.x);

@@ -43,9 +43,6 @@ struct AttentionArgs {
   // A 16-byte aligned device address that the tensor-core kernels' zero-fill
   // copies (cp.async with 0 source bytes) name; nothing is read from it.
   const void* zero_fill_src = nullptr;
-  // > 0: the wgmma-ws kernel's balanced schedule (attention_schedule.h) over
-  // this many CTAs, with splits = kBalancedSlots partial slots.
-  int32_t balanced_ctas = 0;
 
   LB_HOST_DEVICE int64_t row_stride() const { return int64_t{num_heads} * head_dim; }
   LB_HOST_DEVICE int64_t total_rows() const { return int64_t{groups} * rows; }
@@ -89,13 +86,11 @@ template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, cudaStream_t stream);
 // Its two shapes: 2 consumer warpgroups (128 queries per CTA) or 3 (192).
 // Three run the long dense groups of the scale phase (7,824 keys) in 13% less time
-// (attention_versions.md, wgmma v3), and the paged cache on the balanced
-// schedule (args.balanced_ctas, attention_schedule.h: one frame's 978
-// queries make 6 x 16 unequal tiles of 192, which no grid of key splits
-// spreads evenly over 132 SMs). Grid launches over the paged cache (forced
-// key splits) keep two: 8 x 16 CTAs of 128 fill one wave. So do short dense
-// groups (a frame block's 978 keys), where the longer prologue and coarser
-// tiles cost more than the third consumer gains.
+// (attention_versions.md, wgmma v3). They stay off the paged cache: one
+// frame's 978 queries make 6 x 16 CTAs of 192 (the last with 18 rows), and
+// no key split spreads those over 132 SMs better than 8 x 16 CTAs of 128 do
+// in one wave; nor short dense groups (a frame block's 978 keys), where the
+// longer prologue and coarser tiles cost more than the third consumer gains.
 constexpr int64_t kWsKeysForThreeConsumers = 2048;
 template <typename T>
 int wgmma_ws_consumers(const DenseKeys<T>& keys) {

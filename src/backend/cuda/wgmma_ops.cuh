@@ -72,12 +72,6 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar))
                : "memory");
 }
-// The same arrival counted `count` times (one warp standing for several).
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar, uint32_t count) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(smem_addr(bar)),
-               "r"(count)
-               : "memory");
-}
 // Waits until the phase of `bar` with parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
@@ -131,13 +125,6 @@ __device__ __forceinline__ void pin_registers(uint32_t (&r)[N][M]) {
     for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
-// x, with its value hidden from the optimiser: what is computed from it is
-// computed where it is used, not hoisted out of an enclosing loop into
-// registers held all through the loop.
-__device__ __forceinline__ int opaque(int x) {
-  asm volatile("" : "+r"(x));
-  return x;
-}
 __device__ __forceinline__ uint64_t smem_desc(const void* tile, uint32_t leading, uint32_t stride) {
   const uint64_t addr = smem_addr(tile);
   return ((addr >> 4) & 0x3fffu) | (uint64_t{(leading >> 4) & 0x3fffu} << 16) |
