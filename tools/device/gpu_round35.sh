@@ -12,10 +12,7 @@ ROUND=r35
 source tools/device/round_lib.sh
 round_begin
 round_deps
-BO=$PWD/build-old
-( cd .old && cmake -S . -B "$BO" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$R/cmake_old.log" 2>&1 && ninja -C "$BO" lingbot-map > "$R/build_old.log" 2>&1 ) &
-OLD=$!
+old_build_start lingbot-map
 round_build lingbot-map cuda_tests attention_cuda_bench
 log "kernel alone: splits 0 = balanced (even, then aligned), splits 1 = grid"
 F='PagedFullWindow/kernel:3/splits:(0|1)/'
@@ -30,7 +27,6 @@ wait $OLD; echo "old build rc=$?" | tee -a $S
 log "end to end"
 export LINGBOT_BALANCED_ALIGNED=1
 bench aligned --frames 200
-timeout 100 "$BO/bin/lingbot-map" bench --device cuda --height 378 --width 504 --frames 200 > "$R/bench_old.txt" 2>&1
-echo "-- old" | tee -a "$S"; tail -3 "$R/bench_old.txt" | cut -c1-200 | tee -a "$S"; keep
+bench_old old --frames 200; keep
 bench aligned2 --frames 200
 log done

@@ -13,10 +13,7 @@ ROUND=r37
 source tools/device/round_lib.sh
 round_begin
 round_deps
-BO=$PWD/build-old
-( cd .old && cmake -S . -B "$BO" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$R/cmake_old.log" 2>&1 && ninja -C "$BO" lingbot-map > "$R/build_old.log" 2>&1 ) &
-OLD=$!
+old_build_start lingbot-map
 round_build lingbot-map cuda_tests attention_cuda_bench
 log "attention tests"
 timeout 150 $B/bin/cuda_tests --gtest_filter='CudaAttention*:CudaBackendNorm*' > $R/attn_tests.log 2>&1
@@ -33,8 +30,7 @@ wait $OLD; echo "old build rc=$?" | tee -a $S
 log "end to end, alternating"
 for i in 1 2; do
   bench new$i --frames 200
-  timeout 100 "$BO/bin/lingbot-map" bench --device cuda --height 378 --width 504 --frames 200 > "$R/bench_old$i.txt" 2>&1
-  echo "-- old$i" | tee -a "$S"; tail -3 "$R/bench_old$i.txt" | cut -c1-200 | tee -a "$S"; keep
+  bench_old old$i --frames 200; keep
 done
 log "CUDA suite (the rest)"
 timeout 200 $B/bin/cuda_tests --gtest_filter='-CudaAttention*:CudaBackendNorm*' > $R/cuda_tests.log 2>&1

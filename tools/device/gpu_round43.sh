@@ -12,10 +12,7 @@ ROUND=r43
 source tools/device/round_lib.sh
 round_begin
 round_deps
-BO=$PWD/build-old
-( cd .old && cmake -S . -B "$BO" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$R/cmake_old.log" 2>&1 && ninja -C "$BO" lingbot-map > "$R/build_old.log" 2>&1 ) &
-OLD=$!
+old_build_start lingbot-map
 round_build lingbot-map cuda_tests attention_cuda_bench
 log "kernel: splits 0 = balanced, splits 1 = grid"
 for i in 1 2 3; do
@@ -31,8 +28,7 @@ if [ "$faster" = 1 ]; then
   log "end to end, alternating"
   for i in 1 2; do
     bench new$i --frames 200
-    timeout 100 "$BO/bin/lingbot-map" bench --device cuda --height 378 --width 504 --frames 200 > "$R/bench_old$i.txt" 2>&1
-    echo "-- old$i" | tee -a "$S"; tail -3 "$R/bench_old$i.txt" | cut -c1-200 | tee -a "$S"; keep
+    bench_old old$i --frames 200; keep
   done
 fi
 log done

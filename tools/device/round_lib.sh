@@ -5,9 +5,14 @@
 #                          at exit) and the summary file $S; log "text"
 #   round_deps             unpack the Debian packages carried in .deps/debs
 #   round_build TARGETS    Release build with CUDA for sm_90a into build-device
+#   old_build_start TARGETS the previous tree, carried in .old/ (a git archive
+#                          of its commit; git-excluded), built the same way
+#                          into build-old in the background (BO its folder,
+#                          OLD the pid to wait for)
 #   reference_start        upstream: official-size checkpoint, 11 frames and
 #                          its fp32 reference, in the background (REF = pid)
 #   bench NAME ARGS...     lingbot-map bench at 378 x 504, last lines to $S
+#   bench_old NAME ARGS... the same with build-old's lingbot-map
 #   upstream_profile       upstream's gct_profile (SDPA, bf16, eager), 200 frames
 #   official_parity        our bf16 run on the reference frames vs upstream fp32
 #   keep                   copy the summary so far to $OUT (kept if the call is cut off)
@@ -32,11 +37,21 @@ round_deps() {
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:/tmp/deps/usr/lib/x86_64-linux-gnu/openblas-openmp
 }
 
+configure() {  # source folder, build folder, log
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$3" 2>&1
+}
+
 round_build() {
   log build
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DCMAKE_PREFIX_PATH=/tmp/deps/usr > "$R/cmake.log" 2>&1 && ninja -C "$B" "$@" > "$R/build.log" 2>&1 || \
+  configure . "$B" "$R/cmake.log" && ninja -C "$B" "$@" > "$R/build.log" 2>&1 || \
     { grep -E "error" "$R/build.log" | head | tee -a "$S"; exit 1; }
+}
+
+old_build_start() {
+  BO=$PWD/build-old
+  ( configure .old "$BO" "$R/cmake_old.log" && ninja -C "$BO" "$@" > "$R/build_old.log" 2>&1 ) &
+  OLD=$!
 }
 
 reference_start() {
@@ -46,11 +61,13 @@ reference_start() {
   REF=$!
 }
 
-bench() {  # name, args...
-  local name=$1; shift
-  timeout 100 "$B/bin/lingbot-map" bench --device cuda --height 378 --width 504 "$@" > "$R/bench_$name.txt" 2>&1
+bench_in() {  # build folder, name, args...
+  local build=$1 name=$2; shift 2
+  timeout 100 "$build/bin/lingbot-map" bench --device cuda --height 378 --width 504 "$@" > "$R/bench_$name.txt" 2>&1
   echo "-- $name: $*" | tee -a "$S"; tail -3 "$R/bench_$name.txt" | cut -c1-260 | tee -a "$S"
 }
+bench() { bench_in "$B" "$@"; }
+bench_old() { bench_in "$BO" "$@"; }
 
 upstream_profile() {
   log "upstream gct_profile (same call)"
