@@ -5,11 +5,12 @@
 // FLOPs are counted as 4 * Nq * Nk * head_dim per head (QK^T and PV, a
 // multiply-add = 2); bytes as K and V read once plus q and out.
 //
-//   BM_PagedFullWindow/<kernel>/<splits>: one frame (978 queries, 16 heads x
-//     64, bf16) against a full window of the paged cache: 8 scale + 64 window
-//     frame pages of 972 tokens + the special stream (6 per stored frame),
-//     filled by 100 stored frames through CudaKvCache. kernel 0 = mma, 1 =
-//     warp, 2 = wgmma (Hopper only); splits 0 = automatic.
+//   BM_PagedFullWindow/<kernel>/<splits>/<tma>: one frame (978 queries, 16
+//     heads x 64, bf16) against a full window of the paged cache: 8 scale +
+//     64 window frame pages of 972 tokens + the special stream (6 per stored
+//     frame), filled by 100 stored frames through CudaKvCache. kernel 0 =
+//     mma, 1 = warp, 2 = wgmma, 3 = wgmma-ws (2 and 3 Hopper only); splits 0
+//     = automatic; tma 0 = the cache's tiles copied row by row (set_tma).
 //     Target: >= 400 TFLOP/s on the H200.
 //   BM_Dense/<groups>/<n>/<kernel>: attention within groups (attention_dense,
 //     kernel 0 = auto, 2 = wgmma): 1 x 978 (a frame block / the encoder), 8 x
@@ -146,6 +147,7 @@ void BM_PagedFullWindow(benchmark::State& state) {
   FilledCache filled(kv::Layout::Paged, 100, aggregator_tokens(), DType::BF16);
   auto& cache = dynamic_cast<CudaKvCache&>(*filled.cache);
   cache.set_attention(kernel, splits);
+  cache.set_tma(state.range(2) != 0);
   const Tensor q = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 1);
   Tensor out = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 2);
   cache.begin_step(1, true);
@@ -159,18 +161,19 @@ void BM_PagedFullWindow(benchmark::State& state) {
   state.counters["splits"] = splits > 0 ? splits : attention_paged_splits(kernel, kTokens, kHeads);
 }
 BENCHMARK(BM_PagedFullWindow)
-    ->ArgNames({"kernel", "splits"})
-    ->Args({0, 0})
-    ->Args({0, 1})
-    ->Args({0, 2})
-    ->Args({0, 4})
-    ->Args({0, 8})
-    ->Args({1, 0})
-    ->Args({2, 0})
-    ->Args({2, 1})
-    ->Args({2, 4})
-    ->Args({3, 0})
-    ->Args({3, 2})
+    ->ArgNames({"kernel", "splits", "tma"})
+    ->Args({0, 0, 1})
+    ->Args({0, 1, 1})
+    ->Args({0, 2, 1})
+    ->Args({0, 4, 1})
+    ->Args({0, 8, 1})
+    ->Args({1, 0, 1})
+    ->Args({2, 0, 1})
+    ->Args({2, 1, 1})
+    ->Args({2, 4, 1})
+    ->Args({3, 0, 1})
+    ->Args({3, 0, 0})
+    ->Args({3, 2, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5);

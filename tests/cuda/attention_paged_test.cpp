@@ -8,7 +8,9 @@
 // attention_dense_test.cpp.
 #include "backend/cpu/attention.h"
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_launch.h"
 #include "backend/cuda/kv_table.h"
+#include "backend/cuda/tensor_map.h"
 
 #include "attention_test_support.h"
 
@@ -18,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 
 using namespace lingbot;
@@ -29,6 +32,9 @@ namespace {
 // A pool of pages for `blocks` blocks, one allocation laid out as the cache
 // lays out one chunk: [block][page][kv][slot][head][dim]. The visible keys are
 // the pages `visible` in order, the last one holding `last_len` tokens.
+// With `tma` the table also carries the chunk's tensor map where the cache
+// would make one (bf16, head_dim 64, pages of at least a key tile), so the
+// wgmma-ws kernel copies the tiles inside a page with TMA.
 struct PagedKeysFixture {
   int pool_pages, page_size, heads, head_dim, blocks;
   DType dtype;
@@ -64,7 +70,7 @@ struct PagedKeysFixture {
 
 std::unique_ptr<PagedKeysFixture> make_fixture(int pool_pages, int page_size, int heads, int head_dim, int blocks,
                                                DType dtype, std::vector<int32_t> visible, int32_t last_len,
-                                               std::mt19937& rng) {
+                                               std::mt19937& rng, bool tma = true) {
   auto f = std::make_unique<PagedKeysFixture>();
   *f = PagedKeysFixture{pool_pages, page_size, heads, head_dim, blocks, dtype, std::move(visible), last_len,
                         Tensor(), Tensor(), nullptr};
@@ -94,7 +100,19 @@ std::unique_ptr<PagedKeysFixture> make_fixture(int pool_pages, int page_size, in
   std::vector<char*> ptrs;
   for (int32_t p : f->visible) ptrs.push_back(static_cast<char*>(f->dev.data()) + p * f->page_elems() * elem);
   f->table = std::make_unique<KvTable>(nullptr);
-  f->table->upload(h, ptrs, {});
+  std::optional<TensorMap> map;
+  if (tma && dtype == DType::BF16) {
+    map = kv_chunk_tensor_map({f->dev.data(), int64_t{2} * blocks * pool_pages, page_size, heads, head_dim},
+                              attn::kWsPagedKeyTile);
+  }
+  if (map) {
+    h.pages_per_chunk = pool_pages;
+    h.tma_box_rows = attn::kWsPagedKeyTile;
+    h.num_tensor_maps = 1;
+    f->table->upload(h, ptrs, {}, f->visible, {*map});
+  } else {
+    f->table->upload(h, ptrs, {});
+  }
   return f;
 }
 
@@ -331,6 +349,13 @@ void check_hopper_kernel(AttentionKernel kernel, const std::string& name, unsign
   // 972 keys (key tiles that straddle page ends).
   auto mid = make_fixture(12, 972, 4, 64, 1, DType::BF16, random_pages(12, 5, rng), 100, rng);
   check_all(*mid, 0, 320, 48, rng, name + " 320 queries x 3988 keys");
+  // The same without tensor maps: every tile copied row by row.
+  auto mid_rows = make_fixture(12, 972, 4, 64, 1, DType::BF16, random_pages(12, 5, rng), 100, rng, false);
+  check_all(*mid_rows, 0, 320, 48, rng, name + " 320 queries x 3988 keys, no TMA");
+  // Pages of 200 keys: of the 192-key tiles only the first (keys 0-191)
+  // lies inside one page (TMA); the others straddle a page end.
+  auto short_pages = make_fixture(9, 200, 3, 64, 2, DType::BF16, random_pages(9, 7, rng), 137, rng);
+  check_all(*short_pages, 1, 300, 48, rng, name + " pages of 200");
   check_no_keys(rng);
   check_needles(rng);
   g_only = AttentionKernel::Auto;

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -241,6 +242,68 @@ TEST(CudaKvCache, AggregatorLayout) {
                                        what + " step " + std::to_string(s)));
     }
   }
+}
+
+// TMA against row-by-row copies (CudaKvCache::set_tma): two paged caches of
+// the aggregator's layout fed the same steps, several pool chunks (one
+// tensor map each) and two blocks; a whole frame's queries attend to each.
+// Both copies put the same bytes in shared memory for the same kernel, so
+// the outputs must be identical, bit for bit.
+TEST(CudaKvCache, TmaCopiesMatchRowCopies) {
+  LB_REQUIRE_GPU();
+  if (!ct::hopper()) GTEST_SKIP() << "TMA copies are made by the wgmma-ws kernel, on Hopper (sm_90) only";
+  std::mt19937 rng(78);
+  kv::TokenLayout l;
+  l.num_special = 6;
+  l.num_patches = 972;
+  l.num_heads = 16;
+  l.head_dim = 64;
+  kv::CacheConfig c;
+  c.sliding_window = 4;
+  c.scale_frames = 2;
+  c.pool_growth_pages = 2;
+  const int blocks = 2;
+  auto tma = make_cuda_kv_cache(kv::Layout::Paged, c, l, blocks, nullptr);
+  auto rows = make_cuda_kv_cache(kv::Layout::Paged, c, l, blocks, nullptr);
+  dynamic_cast<CudaKvCache&>(*rows).set_tma(false);
+  for (auto* cache : {tma.get(), rows.get()}) dynamic_cast<CudaKvCache&>(*cache).set_attention(AttentionKernel::WgmmaWs);
+  const int64_t q_rows = l.tokens_per_frame();
+  for (int s = 0; s < 9; ++s) {
+    const int frames = s == 0 ? 2 : 1;
+    const int64_t n = int64_t{frames} * l.tokens_per_frame();
+    for (auto* cache : {tma.get(), rows.get()}) cache->begin_step(frames, true);
+    for (int b = 0; b < blocks; ++b) {
+      const Tensor dk = ct::upload(ct::round_to(ct::random_normal({n, l.num_heads, l.head_dim}, rng), DType::BF16),
+                                   DType::BF16);
+      const Tensor dv = ct::upload(ct::round_to(ct::random_normal({n, l.num_heads, l.head_dim}, rng), DType::BF16),
+                                   DType::BF16);
+      const Tensor dq = ct::upload(
+          ct::round_to(ct::random_normal({q_rows, l.num_heads, l.head_dim}, rng), DType::BF16), DType::BF16);
+      Tensor out_tma = ct::device_empty(dq.shape(), DType::BF16), out_rows = ct::device_empty(dq.shape(), DType::BF16);
+      ct::poison(out_tma);
+      ct::poison(out_rows);
+      tma->append(b, dk, dv);
+      rows->append(b, dk, dv);
+      tma->attend(b, dq, out_tma);
+      rows->attend(b, dq, out_rows);
+      const Tensor a = ct::download(out_tma), r = ct::download(out_rows);
+      ASSERT_EQ(std::memcmp(a.f32(), r.f32(), static_cast<size_t>(a.numel()) * sizeof(float)), 0)
+          << "step " << s << " block " << b << " (" << tma->stats().visible_tokens
+          << " visible keys): TMA and row copies gave different outputs";
+    }
+    for (auto* cache : {tma.get(), rows.get()}) cache->end_step();
+  }
+  // The first cache's table did carry tensor maps, one per chunk; the second's none.
+  auto header = [](kv::KvCache& cache) {
+    KvTableHeader h;
+    LB_CUDA_CHECK(cudaMemcpy(&h, dynamic_cast<CudaKvCache&>(cache).device_table(), sizeof(h), cudaMemcpyDeviceToHost));
+    return h;
+  };
+  const KvTableHeader with = header(*tma), without = header(*rows);
+  EXPECT_GE(with.num_tensor_maps, 2);
+  EXPECT_NE(with.tensor_maps, nullptr);
+  EXPECT_EQ(without.num_tensor_maps, 0);
+  EXPECT_EQ(without.tensor_maps, nullptr);
 }
 
 // The camera head's caches: one token per frame, never evicted, f32, 16 heads

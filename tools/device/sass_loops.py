@@ -11,7 +11,7 @@ import sys
 text = open(sys.argv[1]).read()
 for f in re.split(r'\n\s*Function : ', text)[1:]:
     name = f.split('\n')[0]
-    m = re.search(r'attention_wgmma_ws_kernelILi(\d)E(?:Lb(\d)E)?NS1_9(\w+?)I', name)
+    m = re.search(r'attention_wgmma_ws_kernelILi(\d)E(?:L[ib](\d)E)?NS1_9(\w+?)I', name)
     if not m:
         continue
     ins = []

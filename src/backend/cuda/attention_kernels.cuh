@@ -48,6 +48,16 @@ struct DenseView {
   __device__ Span span_from(Cursor c, bool /*next_page*/) const { return {k_at(c), v_at(c)}; }
   __device__ const T* k_in(const Span& sp, int32_t delta) const { return sp.k + delta * stride; }
   __device__ const T* v_in(const Span& sp, int32_t delta) const { return sp.v + delta * stride; }
+  // No tensor maps for dense keys (see PagedView).
+  struct TmaTile {
+    const void* map;
+    int32_t slot, kv_page;
+  };
+  __device__ bool tma_ready(int32_t) const { return false; }
+  __device__ bool tma_fits(int32_t, int32_t) const { return false; }
+  __device__ TmaTile tma_tile(int32_t) const { return {nullptr, 0, 0}; }
+  __device__ int32_t tma_maps() const { return 0; }
+  __device__ const void* tma_map(int32_t) const { return nullptr; }
 };
 
 template <typename T>
@@ -64,6 +74,12 @@ struct PagedView {
     __device__ int32_t slot_in_span() const { return slot; }
   };
   char* const* pages;
+  const TensorMap* maps;    // one per pool chunk, or null (tensor_map.h)
+  const int32_t* page_ids;  // [visible pages] pool page ids (with maps)
+  int32_t pages_per_chunk;
+  int32_t box_rows;         // slots per TMA copy
+  int32_t num_maps;
+  int32_t block;
   int64_t offset;  // block * block_stride + head * head_dim * sizeof(T)
   int64_t row_bytes;
   int64_t v_offset;
@@ -119,6 +135,26 @@ struct PagedView {
   __device__ const T* v_in(const Span& sp, int32_t delta) const {
     return reinterpret_cast<const T*>(reinterpret_cast<const char*>(k_in(sp, delta)) + v_offset);
   }
+  // TMA: the keys [first, first + box) of one page are one box of the
+  // page's chunk map: K at (0, head, slot, kv_page), V at kv_page + 1.
+  struct TmaTile {
+    const void* map;
+    int32_t slot, kv_page;
+  };
+  __device__ bool tma_ready(int32_t box) const { return maps != nullptr && box_rows == box; }
+  // Whether keys [first, first + box) lie in one page (and are all visible).
+  __device__ bool tma_fits(int32_t first, int32_t box) const {
+    const int32_t p = div.div(first);
+    return first + box <= nk && first - p * page_size + box <= page_size;
+  }
+  __device__ TmaTile tma_tile(int32_t first) const {
+    const int32_t p = div.div(first);
+    const int32_t id = page_ids[p];
+    const int32_t chunk = id / pages_per_chunk;
+    return {maps + chunk, first - p * page_size, 2 * (block * pages_per_chunk + id - chunk * pages_per_chunk)};
+  }
+  __device__ int32_t tma_maps() const { return num_maps; }
+  __device__ const void* tma_map(int32_t c) const { return maps + c; }
 };
 
 template <typename T>
@@ -126,6 +162,12 @@ __device__ __forceinline__ PagedView<T> make_view(const PagedKeys<T>& keys, int3
   const KvTableHeader& t = *keys.table;
   PagedView<T> w;
   w.pages = t.page_ptrs;
+  w.maps = t.tensor_maps;
+  w.page_ids = t.page_ids;
+  w.pages_per_chunk = t.pages_per_chunk;
+  w.box_rows = t.tma_box_rows;
+  w.num_maps = t.num_tensor_maps;
+  w.block = keys.block;
   w.offset = int64_t{keys.block} * t.block_stride + int64_t{head} * keys.head_dim * static_cast<int64_t>(sizeof(T));
   w.row_bytes = t.row_bytes;
   w.v_offset = t.v_offset;

@@ -1,5 +1,6 @@
 #include "backend/cuda/cuda_kv_cache.h"
 
+#include "backend/cuda/attention_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_append.h"
 #include "core/error.h"
@@ -100,6 +101,16 @@ void CudaKvCache::ensure_chunks(int32_t pool_pages) {
     check_not_capturing(stream_, "growing the kv cache");
     chunks_.push_back(static_cast<char*>(device_malloc(static_cast<size_t>(chunk_bytes), "kv cache pages")));
     bytes_reserved_ += chunk_bytes;
+    // A TMA map per chunk (bf16 pages that hold a whole tile), or none at all.
+    if (*dtype_ == DType::BF16 && (chunks_.size() == 1 || !tensor_maps_.empty())) {
+      const KvChunkGeometry geometry{chunks_.back(), int64_t{2} * num_blocks() * pages_per_chunk_, page_size_,
+                                     tokens_.num_heads, tokens_.head_dim};
+      if (auto map = kv_chunk_tensor_map(geometry, attn::kWsPagedKeyTile)) {
+        tensor_maps_.push_back(*map);
+      } else {
+        tensor_maps_.clear();
+      }
+    }
   }
 }
 
@@ -123,6 +134,7 @@ void CudaKvCache::upload_step() {
   std::vector<char*> pages;
   pages.reserve(plan.visible.page_ids.size());
   for (int32_t id : plan.visible.page_ids) pages.push_back(page_ptr(id));
+  const bool tma = tma_enabled_ && tensor_maps_.size() == chunks_.size() && !chunks_.empty();
 
   const int64_t num_keys = plan.visible.num_tokens();
   LB_CHECK(num_keys <= std::numeric_limits<int32_t>::max() && moves.size() <= size_t{1} << 30,
@@ -136,7 +148,14 @@ void CudaKvCache::upload_step() {
   h.row_bytes = rb;
   h.v_offset = int64_t{page_size_} * rb;
   h.block_stride = int64_t{pages_per_chunk_} * page_bytes();
-  table_.upload(h, pages, moves);
+  h.pages_per_chunk = pages_per_chunk_;
+  h.tma_box_rows = attn::kWsPagedKeyTile;
+  h.num_tensor_maps = tma ? static_cast<int32_t>(tensor_maps_.size()) : 0;
+  if (tma) {
+    table_.upload(h, pages, moves, plan.visible.page_ids, tensor_maps_);
+  } else {
+    table_.upload(h, pages, moves);
+  }
   step_uploaded_ = true;
 }
 
@@ -220,6 +239,7 @@ void CudaKvCache::reset() {
   synchronize();  // kernels may still read the pages
   for (char* c : chunks_) device_free(c);
   chunks_.clear();
+  tensor_maps_.clear();
   bytes_reserved_ = 0;
   dtype_.reset();
   step_uploaded_ = false;

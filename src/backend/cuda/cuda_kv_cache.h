@@ -96,6 +96,11 @@ class CudaKvCache final : public kv::KvCache {
   const KvTableHeader* device_table() const { return table_.device(); }
   // Forces attend()'s kernel and split count (splits 0 = automatic).
   void set_attention(AttentionKernel kernel, int splits = 0);
+  // Whether the wgmma-ws kernel may copy key tiles with TMA where the cache
+  // has tensor maps (bf16, head_dim 64, pages of at least a tile; default
+  // on). Off, every tile is copied row by row with cp.async: the way to
+  // compare the two (bench/attention_cuda_bench.cpp). From the next step on.
+  void set_tma(bool enabled) { tma_enabled_ = enabled; }
 
  private:
   const kv::StepPlan& planner_begin(int num_frames, bool store);
@@ -127,6 +132,8 @@ class CudaKvCache final : public kv::KvCache {
 
   std::optional<DType> dtype_;  // storage dtype, fixed by the first append since reset
   std::vector<char*> chunks_;   // device memory: [block][pages_per_chunk][page]
+  std::vector<TensorMap> tensor_maps_;  // one per chunk, or none (no TMA for this cache)
+  bool tma_enabled_ = true;
   int64_t bytes_reserved_ = 0;
   bool step_uploaded_ = false;
 

@@ -63,14 +63,22 @@ KvTable::~KvTable() {
 }
 
 void KvTable::upload(const KvTableHeader& header, const std::vector<char*>& page_ptrs,
-                     const std::vector<DeviceRowMove>& moves) {
+                     const std::vector<DeviceRowMove>& moves, const std::vector<int32_t>& page_ids,
+                     const std::vector<TensorMap>& tensor_maps) {
   check_not_capturing(stream_, "uploading the kv cache table (begin_step)");
   LB_ASSERT(static_cast<int64_t>(page_ptrs.size()) == header.num_pages);
   LB_ASSERT(static_cast<int64_t>(moves.size()) == header.num_moves);
-  // Arrays: [page_ptrs][moves], the moves 16-byte aligned.
+  const bool tma = !tensor_maps.empty();
+  LB_ASSERT(!tma || page_ids.size() == page_ptrs.size());
+  // Arrays: [page_ptrs][moves][page_ids][tensor_maps], the moves 16-byte
+  // and the maps 64-byte aligned (the device allocation is 256-aligned).
+  auto align = [](size_t n, size_t a) { return (n + a - 1) / a * a; };
   const size_t ptr_bytes = page_ptrs.size() * sizeof(char*);
-  const size_t moves_offset = (ptr_bytes + 15) / 16 * 16;
-  const size_t array_bytes = moves_offset + moves.size() * sizeof(DeviceRowMove);
+  const size_t moves_offset = align(ptr_bytes, 16);
+  const size_t ids_offset = moves_offset + moves.size() * sizeof(DeviceRowMove);
+  const size_t ids_bytes = tma ? page_ids.size() * sizeof(int32_t) : 0;
+  const size_t maps_offset = align(ids_offset + ids_bytes, alignof(TensorMap));
+  const size_t array_bytes = maps_offset + tensor_maps.size() * sizeof(TensorMap);
 
   if (array_bytes > arrays_capacity_) {
     // The old arrays may still be read by enqueued kernels: wait, then regrow.
@@ -105,11 +113,17 @@ void KvTable::upload(const KvTableHeader& header, const std::vector<char*>& page
   KvTableHeader h = header;
   h.page_ptrs = reinterpret_cast<char* const*>(arrays_dev_);
   h.moves = reinterpret_cast<const DeviceRowMove*>(arrays_dev_ + moves_offset);
+  h.page_ids = tma ? reinterpret_cast<const int32_t*>(arrays_dev_ + ids_offset) : nullptr;
+  h.tensor_maps = tma ? reinterpret_cast<const TensorMap*>(arrays_dev_ + maps_offset) : nullptr;
+  if (!tma) h.tma_box_rows = h.num_tensor_maps = 0;
+  LB_ASSERT(!tma || h.num_tensor_maps == static_cast<int32_t>(tensor_maps.size()));
   std::memcpy(host, &h, sizeof(h));
   if (ptr_bytes) std::memcpy(host + kHeaderBytes, page_ptrs.data(), ptr_bytes);
   if (!moves.empty()) {
     std::memcpy(host + kHeaderBytes + moves_offset, moves.data(), moves.size() * sizeof(DeviceRowMove));
   }
+  if (ids_bytes) std::memcpy(host + kHeaderBytes + ids_offset, page_ids.data(), ids_bytes);
+  if (tma) std::memcpy(host + kHeaderBytes + maps_offset, tensor_maps.data(), tensor_maps.size() * sizeof(TensorMap));
   if (array_bytes) {
     LB_CUDA_CHECK(cudaMemcpyAsync(arrays_dev_, host + kHeaderBytes, array_bytes, cudaMemcpyHostToDevice, stream_));
   }

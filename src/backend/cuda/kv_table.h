@@ -17,6 +17,7 @@
 #pragma once
 
 #include "backend/cuda/fast_div.h"
+#include "backend/cuda/tensor_map.h"
 #include "kv/page_table.h"
 
 #include <cuda_runtime_api.h>
@@ -46,6 +47,13 @@ struct KvTableHeader {
   int64_t block_stride = 0;  // bytes from block b's copy of a page to block b + 1's
   char* const* page_ptrs = nullptr;       // [num_pages] block 0's page base (K of slot 0), attention order
   const DeviceRowMove* moves = nullptr;   // [num_moves]
+  // TMA (tensor_map.h), or null: one map per pool chunk, and each visible
+  // page's pool page id (chunk id / pages_per_chunk, the rest its place).
+  const TensorMap* tensor_maps = nullptr;  // [chunks]
+  const int32_t* page_ids = nullptr;       // [num_pages], attention order
+  int32_t pages_per_chunk = 1;
+  int32_t tma_box_rows = 0;                // the maps' box: slots per copy
+  int32_t num_tensor_maps = 0;
 };
 
 // A step's row moves in page terms (host side): every RowWrite row, then
@@ -75,8 +83,11 @@ class KvTable {
   // header's pointers are filled in here; `header` gives the scalars.
   // Waits (host) only for the copy made from the same staging buffer two
   // uploads ago. Must not be called during stream capture.
+  // With tensor maps (one per chunk), page_ids lists each visible page's
+  // pool id; without, both are empty and the kernels copy with cp.async.
   void upload(const KvTableHeader& header, const std::vector<char*>& page_ptrs,
-              const std::vector<DeviceRowMove>& moves);
+              const std::vector<DeviceRowMove>& moves, const std::vector<int32_t>& page_ids = {},
+              const std::vector<TensorMap>& tensor_maps = {});
 
   const KvTableHeader* device() const { return header_dev_; }  // stable for the table's life
   int64_t generation() const { return generation_; }  // bumps when the device arrays move

@@ -72,6 +72,20 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar))
                : "memory");
 }
+// `count` arrivals at once (one thread arriving for its warp).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar, uint32_t count) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(smem_addr(bar)),
+               "r"(count)
+               : "memory");
+}
+// One arrival that also expects `bytes` more from asynchronous copies (TMA):
+// the phase completes when every arrival is in and the bytes have landed.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
 // Waits until the phase of `bar` with parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
@@ -82,6 +96,24 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "r"(smem_addr(bar)), "r"(parity)
         : "memory");
   } while (!done);
+}
+
+// --- TMA (tensor maps in global memory, tensor_map.h) ---
+// Makes a tensor map written before the launch (a copy from the host)
+// visible to the TMA unit's reads of it.
+__device__ __forceinline__ void tensormap_acquire(const void* map) {
+  asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" ::"l"(map) : "memory");
+}
+// The box of a 4-D tensor map at coordinates (c0 .. c3, innermost first)
+// into shared memory at `dst`; its bytes count against `bar`'s expected
+// transaction bytes.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* map, int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                            uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
 }
 
 // --- named barriers (ids 1..15; 0 is __syncthreads) ---
