@@ -100,17 +100,16 @@ std::unique_ptr<PagedKeysFixture> make_fixture(int pool_pages, int page_size, in
   std::vector<char*> ptrs;
   for (int32_t p : f->visible) ptrs.push_back(static_cast<char*>(f->dev.data()) + p * f->page_elems() * elem);
   f->table = std::make_unique<KvTable>(nullptr);
-  std::vector<TensorMap> maps;
+  std::optional<TensorMap> map;
   if (tma && dtype == DType::BF16) {
-    maps = kv_chunk_tensor_maps({f->dev.data(), int64_t{2} * blocks * pool_pages, page_size, heads, head_dim},
-                                attn::kWsPagedKeyTile);
+    map = kv_chunk_tensor_map({f->dev.data(), int64_t{2} * blocks * pool_pages, page_size, heads, head_dim},
+                              attn::kWsPagedKeyTile);
   }
-  if (!maps.empty()) {
+  if (map) {
     h.pages_per_chunk = pool_pages;
     h.tma_box_rows = attn::kWsPagedKeyTile;
-    h.tma_small_rows = kv_small_box_rows(page_size, attn::kWsPagedKeyTile);
-    h.num_tensor_maps = static_cast<int32_t>(maps.size());
-    f->table->upload(h, ptrs, {}, f->visible, maps);
+    h.num_tensor_maps = 1;
+    f->table->upload(h, ptrs, {}, f->visible, {*map});
   } else {
     f->table->upload(h, ptrs, {});
   }

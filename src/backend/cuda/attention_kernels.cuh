@@ -56,12 +56,6 @@ struct DenseView {
   __device__ bool tma_ready(int32_t) const { return false; }
   __device__ bool tma_fits(int32_t, int32_t) const { return false; }
   __device__ TmaTile tma_tile(int32_t) const { return {nullptr, 0, 0}; }
-  struct TmaSpan {
-    const void *map_a, *map_b;
-    int32_t slot_a, kv_a, kv_b, rows_a;
-  };
-  __device__ int32_t tma_small_rows() const { return 0; }
-  __device__ TmaSpan tma_span(int32_t) const { return {nullptr, nullptr, 0, 0, 0, 0}; }
   __device__ int32_t tma_maps() const { return 0; }
   __device__ const void* tma_map(int32_t) const { return nullptr; }
 };
@@ -84,7 +78,6 @@ struct PagedView {
   const int32_t* page_ids;  // [visible pages] pool page ids (with maps)
   int32_t pages_per_chunk;
   int32_t box_rows;         // slots per TMA copy
-  int32_t small_rows;       // slots per small copy (across a page end), or 0
   int32_t num_maps;
   int32_t block;
   int64_t offset;  // block * block_stride + head * head_dim * sizeof(T)
@@ -154,36 +147,11 @@ struct PagedView {
     const int32_t p = div.div(first);
     return first + box <= nk && first - p * page_size + box <= page_size;
   }
-  __device__ int32_t maps_per_chunk() const { return small_rows > 0 ? 2 : 1; }
-  // Page `page`'s map (small: the small box's) and K's kv page index.
-  __device__ void tma_place(int32_t page, bool small, const void*& map, int32_t& kv_page) const {
-    const int32_t id = page_ids[page];
-    const int32_t chunk = id / pages_per_chunk;
-    map = maps + chunk * maps_per_chunk() + (small ? 1 : 0);
-    kv_page = 2 * (block * pages_per_chunk + id - chunk * pages_per_chunk);
-  }
   __device__ TmaTile tma_tile(int32_t first) const {
     const int32_t p = div.div(first);
-    TmaTile t;
-    tma_place(p, false, t.map, t.kv_page);
-    t.slot = first - p * page_size;
-    return t;
-  }
-  // A tile across a page end, in small boxes: its first rows_a keys are
-  // page A's from slot_a on, the rest page B's from slot 0.
-  struct TmaSpan {
-    const void *map_a, *map_b;
-    int32_t slot_a, kv_a, kv_b, rows_a;
-  };
-  __device__ int32_t tma_small_rows() const { return small_rows; }
-  __device__ TmaSpan tma_span(int32_t first) const {
-    const int32_t p = div.div(first);
-    TmaSpan s;
-    tma_place(p, true, s.map_a, s.kv_a);
-    tma_place(p + 1, true, s.map_b, s.kv_b);
-    s.slot_a = first - p * page_size;
-    s.rows_a = page_size - s.slot_a;
-    return s;
+    const int32_t id = page_ids[p];
+    const int32_t chunk = id / pages_per_chunk;
+    return {maps + chunk, first - p * page_size, 2 * (block * pages_per_chunk + id - chunk * pages_per_chunk)};
   }
   __device__ int32_t tma_maps() const { return num_maps; }
   __device__ const void* tma_map(int32_t c) const { return maps + c; }
@@ -198,7 +166,6 @@ __device__ __forceinline__ PagedView<T> make_view(const PagedKeys<T>& keys, int3
   w.page_ids = t.page_ids;
   w.pages_per_chunk = t.pages_per_chunk;
   w.box_rows = t.tma_box_rows;
-  w.small_rows = t.tma_small_rows;
   w.num_maps = t.num_tensor_maps;
   w.block = keys.block;
   w.offset = int64_t{keys.block} * t.block_stride + int64_t{head} * keys.head_dim * static_cast<int64_t>(sizeof(T));

@@ -194,32 +194,15 @@ __global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
       const int stage = t % kStages;
       if (t >= kStages) mbarrier_wait(&empty[stage], static_cast<uint32_t>((t / kStages - 1) & 1));
       const int32_t tile_start = kb + t * kBc;
-      const bool in_split = tma && tile_start + kBc <= ke;
-      const bool one_page = in_split && view.tma_fits(tile_start, kBc);
-      if (one_page || (in_split && view.tma_small_rows() > 0)) {
+      if (tma && tile_start + kBc <= ke && view.tma_fits(tile_start, kBc)) {
         // The barrier expects 128 arrivals: thread 0's (with the bytes)
         // and 127 more, made by one lane per warp.
         if (tid == 0) {
+          const auto box = view.tma_tile(tile_start);
           fence_proxy_async();  // the stage's last cp.async writes before these
           mbarrier_arrive_expect_tx(&full[stage], 2 * kTileBytes);
-          if (one_page) {
-            const auto box = view.tma_tile(tile_start);
-            tma_load_4d(k_tile(stage), box.map, 0, head, box.slot, box.kv_page, &full[stage]);
-            tma_load_4d(v_tile(stage), box.map, 0, head, box.slot, box.kv_page + 1, &full[stage]);
-          } else {
-            // Across a page end: small boxes, none across it (both the
-            // tile start and the page end are multiples of their rows).
-            const auto span = view.tma_span(tile_start);
-            const int32_t rows = view.tma_small_rows();
-            for (int32_t r = 0; r < kBc; r += rows) {
-              const bool in_a = r < span.rows_a;
-              const void* map = in_a ? span.map_a : span.map_b;
-              const int32_t slot = in_a ? span.slot_a + r : r - span.rows_a;
-              const int32_t kv = in_a ? span.kv_a : span.kv_b;
-              tma_load_4d(k_tile(stage) + r * kD, map, 0, head, slot, kv, &full[stage]);
-              tma_load_4d(v_tile(stage) + r * kD, map, 0, head, slot, kv + 1, &full[stage]);
-            }
-          }
+          tma_load_4d(k_tile(stage), box.map, 0, head, box.slot, box.kv_page, &full[stage]);
+          tma_load_4d(v_tile(stage), box.map, 0, head, box.slot, box.kv_page + 1, &full[stage]);
           mbarrier_arrive(&full[stage], 31u);
         } else if ((tid & 31) == 0) {
           mbarrier_arrive(&full[stage], 32u);

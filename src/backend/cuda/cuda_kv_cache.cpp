@@ -7,7 +7,6 @@
 #include "core/half.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -102,15 +101,14 @@ void CudaKvCache::ensure_chunks(int32_t pool_pages) {
     check_not_capturing(stream_, "growing the kv cache");
     chunks_.push_back(static_cast<char*>(device_malloc(static_cast<size_t>(chunk_bytes), "kv cache pages")));
     bytes_reserved_ += chunk_bytes;
-    // TMA maps for every chunk (bf16 pages that hold a whole tile), or none at all.
+    // A TMA map per chunk (bf16 pages that hold a whole tile), or none at all.
     if (*dtype_ == DType::BF16 && (chunks_.size() == 1 || !tensor_maps_.empty())) {
       const KvChunkGeometry geometry{chunks_.back(), int64_t{2} * num_blocks() * pages_per_chunk_, page_size_,
                                      tokens_.num_heads, tokens_.head_dim};
-      const auto maps = kv_chunk_tensor_maps(geometry, attn::kWsPagedKeyTile);
-      if (maps.empty()) {
-        tensor_maps_.clear();
+      if (auto map = kv_chunk_tensor_map(geometry, attn::kWsPagedKeyTile)) {
+        tensor_maps_.push_back(*map);
       } else {
-        tensor_maps_.insert(tensor_maps_.end(), maps.begin(), maps.end());
+        tensor_maps_.clear();
       }
     }
   }
@@ -136,10 +134,7 @@ void CudaKvCache::upload_step() {
   std::vector<char*> pages;
   pages.reserve(plan.visible.page_ids.size());
   for (int32_t id : plan.visible.page_ids) pages.push_back(page_ptr(id));
-  const int32_t small_rows = std::getenv("LB_TMA_NO_SMALL") ? 0 : kv_small_box_rows(page_size_, attn::kWsPagedKeyTile);
-  const size_t maps_per_chunk = small_rows > 0 ? 2 : 1;
-  const bool tma = tma_enabled_ && !chunks_.empty() && tensor_maps_.size() == (kv_small_box_rows(page_size_, attn::kWsPagedKeyTile) > 0 ? 2 : 1) * chunks_.size();
-  (void)maps_per_chunk;
+  const bool tma = tma_enabled_ && tensor_maps_.size() == chunks_.size() && !chunks_.empty();
 
   const int64_t num_keys = plan.visible.num_tokens();
   LB_CHECK(num_keys <= std::numeric_limits<int32_t>::max() && moves.size() <= size_t{1} << 30,
@@ -155,7 +150,6 @@ void CudaKvCache::upload_step() {
   h.block_stride = int64_t{pages_per_chunk_} * page_bytes();
   h.pages_per_chunk = pages_per_chunk_;
   h.tma_box_rows = attn::kWsPagedKeyTile;
-  h.tma_small_rows = small_rows;
   h.num_tensor_maps = tma ? static_cast<int32_t>(tensor_maps_.size()) : 0;
   if (tma) {
     table_.upload(h, pages, moves, plan.visible.page_ids, tensor_maps_);

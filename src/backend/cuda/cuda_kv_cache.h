@@ -132,7 +132,7 @@ class CudaKvCache final : public kv::KvCache {
 
   std::optional<DType> dtype_;  // storage dtype, fixed by the first append since reset
   std::vector<char*> chunks_;   // device memory: [block][pages_per_chunk][page]
-  std::vector<TensorMap> tensor_maps_;  // [chunk][tile box, small box] (tensor_map.h), or none (no TMA)
+  std::vector<TensorMap> tensor_maps_;  // one per chunk, or none (no TMA for this cache)
   bool tma_enabled_ = true;
   int64_t bytes_reserved_ = 0;
   bool step_uploaded_ = false;

@@ -115,7 +115,7 @@ void KvTable::upload(const KvTableHeader& header, const std::vector<char*>& page
   h.moves = reinterpret_cast<const DeviceRowMove*>(arrays_dev_ + moves_offset);
   h.page_ids = tma ? reinterpret_cast<const int32_t*>(arrays_dev_ + ids_offset) : nullptr;
   h.tensor_maps = tma ? reinterpret_cast<const TensorMap*>(arrays_dev_ + maps_offset) : nullptr;
-  if (!tma) h.tma_box_rows = h.tma_small_rows = h.num_tensor_maps = 0;
+  if (!tma) h.tma_box_rows = h.num_tensor_maps = 0;
   LB_ASSERT(!tma || h.num_tensor_maps == static_cast<int32_t>(tensor_maps.size()));
   std::memcpy(host, &h, sizeof(h));
   if (ptr_bytes) std::memcpy(host + kHeaderBytes, page_ptrs.data(), ptr_bytes);

@@ -47,14 +47,12 @@ struct KvTableHeader {
   int64_t block_stride = 0;  // bytes from block b's copy of a page to block b + 1's
   char* const* page_ptrs = nullptr;       // [num_pages] block 0's page base (K of slot 0), attention order
   const DeviceRowMove* moves = nullptr;   // [num_moves]
-  // TMA (tensor_map.h), or null: the maps of each pool chunk (the tile box,
-  // then the small box when tma_small_rows > 0), and each visible page's
-  // pool page id (chunk id / pages_per_chunk, the rest its place).
-  const TensorMap* tensor_maps = nullptr;  // [chunks][1 or 2]
+  // TMA (tensor_map.h), or null: one map per pool chunk, and each visible
+  // page's pool page id (chunk id / pages_per_chunk, the rest its place).
+  const TensorMap* tensor_maps = nullptr;  // [chunks]
   const int32_t* page_ids = nullptr;       // [num_pages], attention order
   int32_t pages_per_chunk = 1;
   int32_t tma_box_rows = 0;                // the maps' box: slots per copy
-  int32_t tma_small_rows = 0;              // the small maps' box, or 0: none
   int32_t num_tensor_maps = 0;
 };
 

@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
-#include <numeric>
 
 namespace lingbot::cuda {
 
@@ -58,24 +57,6 @@ std::optional<TensorMap> kv_chunk_tensor_map(const KvChunkGeometry& chunk, int b
   TensorMap out;
   std::memcpy(out.bytes, &map, sizeof(map));
   return out;
-}
-
-int kv_small_box_rows(int32_t page_size, int tile_rows) {
-  const int rows = std::gcd(page_size, tile_rows);
-  return rows >= 8 ? rows : 0;
-}
-
-std::vector<TensorMap> kv_chunk_tensor_maps(const KvChunkGeometry& chunk, int tile_rows) {
-  std::vector<TensorMap> maps;
-  const auto tile = kv_chunk_tensor_map(chunk, tile_rows);
-  if (!tile) return maps;
-  maps.push_back(*tile);
-  if (const int small = kv_small_box_rows(chunk.page_size, tile_rows)) {
-    const auto map = kv_chunk_tensor_map(chunk, small);
-    if (!map) return {};
-    maps.push_back(*map);
-  }
-  return maps;
 }
 
 }  // namespace lingbot::cuda

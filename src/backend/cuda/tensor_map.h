@@ -7,10 +7,6 @@
 // already in wgmma's 128-byte swizzle) with one instruction, when the tile
 // lies inside one page.
 //
-// Tiles that straddle a page end (1 in 5 at pages of 972 keys) are boxes of
-// fewer rows: gcd(page_size, tile) rows (12 at 972), so that no box
-// crosses a page end when tiles start at multiples of the tile size.
-//
 // One map describes one chunk of the pool as a packed 4-D bf16 tensor,
 // innermost first: (dim: head_dim, head: num_heads, slot: page_size,
 // kv page: 2 x blocks x pages_per_chunk). A page is [kv][slot][head][dim]
@@ -21,7 +17,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <vector>
 
 namespace lingbot::cuda {
 
@@ -44,14 +39,5 @@ struct KvChunkGeometry {
 // it (head_dim other than 64, pages shorter than a box, no driver entry
 // point). Throws lingbot::Error if the driver refuses a geometry it should take.
 std::optional<TensorMap> kv_chunk_tensor_map(const KvChunkGeometry& chunk, int box_rows);
-
-// The rows of the small boxes for tiles of `tile_rows` keys across a page
-// end: gcd(page_size, tile_rows), or 0 (none) where that is under 8 rows
-// (more than tile_rows / 8 copies per tile).
-int kv_small_box_rows(int32_t page_size, int tile_rows);
-
-// A chunk's maps: {tile box, small box} (the second only when
-// kv_small_box_rows is not 0), or none where TMA cannot serve the chunk.
-std::vector<TensorMap> kv_chunk_tensor_maps(const KvChunkGeometry& chunk, int tile_rows);
 
 }  // namespace lingbot::cuda
