@@ -98,6 +98,16 @@ void expect_same_stats(const kv::CacheStats& cpu, const kv::CacheStats& gpu, DTy
   }
 }
 
+// The aggregator's token layout: 6 specials + 972 patches, 16 heads x 64.
+kv::TokenLayout aggregator_tokens() {
+  kv::TokenLayout l;
+  l.num_special = 6;
+  l.num_patches = 972;
+  l.num_heads = 16;
+  l.head_dim = 64;
+  return l;
+}
+
 // Four caches fed the same steps: CPU dense, CPU paged, GPU dense, GPU paged.
 struct Quad {
   std::unique_ptr<kv::KvCache> cpu_dense, cpu_paged, gpu_dense, gpu_paged;
@@ -216,11 +226,7 @@ TEST(CudaKvCache, MatchesCpuStoresOverRandomSteps) {
 TEST(CudaKvCache, AggregatorLayout) {
   LB_REQUIRE_GPU();
   std::mt19937 rng(77);
-  kv::TokenLayout l;
-  l.num_special = 6;
-  l.num_patches = 972;
-  l.num_heads = 16;
-  l.head_dim = 64;
+  const kv::TokenLayout l = aggregator_tokens();
   for (bool include_scale : {true, false}) {
     kv::CacheConfig c;
     c.sliding_window = 3;
@@ -253,11 +259,7 @@ TEST(CudaKvCache, TmaCopiesMatchRowCopies) {
   LB_REQUIRE_GPU();
   if (!ct::hopper()) GTEST_SKIP() << "TMA copies are made by the wgmma-ws kernel, on Hopper (sm_90) only";
   std::mt19937 rng(78);
-  kv::TokenLayout l;
-  l.num_special = 6;
-  l.num_patches = 972;
-  l.num_heads = 16;
-  l.head_dim = 64;
+  const kv::TokenLayout l = aggregator_tokens();
   kv::CacheConfig c;
   c.sliding_window = 4;
   c.scale_frames = 2;
