@@ -48,16 +48,7 @@ struct DenseView {
   __device__ Span span_from(Cursor c, bool /*next_page*/) const { return {k_at(c), v_at(c)}; }
   __device__ const T* k_in(const Span& sp, int32_t delta) const { return sp.k + delta * stride; }
   __device__ const T* v_in(const Span& sp, int32_t delta) const { return sp.v + delta * stride; }
-  // No tensor maps for dense keys (see PagedView).
-  struct TmaTile {
-    const void* map;
-    int32_t slot, kv_page;
-  };
-  __device__ bool tma_ready(int32_t) const { return false; }
-  __device__ bool tma_fits(int32_t, int32_t) const { return false; }
-  __device__ TmaTile tma_tile(int32_t) const { return {nullptr, 0, 0}; }
-  __device__ int32_t tma_maps() const { return 0; }
-  __device__ const void* tma_map(int32_t) const { return nullptr; }
+  static constexpr bool kTma = false;  // no tensor maps for dense keys (see PagedView)
 };
 
 template <typename T>
@@ -137,6 +128,7 @@ struct PagedView {
   }
   // TMA: the keys [first, first + box) of one page are one box of the
   // page's chunk map: K at (0, head, slot, kv_page), V at kv_page + 1.
+  static constexpr bool kTma = true;
   struct TmaTile {
     const void* map;
     int32_t slot, kv_page;

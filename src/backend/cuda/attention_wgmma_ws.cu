@@ -186,29 +186,35 @@ __global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
     // are all in this split is one box of K and one of V, copied by thread
     // 0; the other tiles (across a page boundary, or past the keys) are
     // copied row by row as below.
-    const bool tma = view.tma_ready(kBc);
-    if (tma && tid == 0) {
-      for (int32_t c = 0; c < view.tma_maps(); ++c) tensormap_acquire(view.tma_map(c));
+    constexpr bool kViewTma = decltype(view)::kTma;
+    bool tma = false;
+    if constexpr (kViewTma) {
+      tma = view.tma_ready(kBc);
+      if (tma && tid == 0) {
+        for (int32_t c = 0; c < view.tma_maps(); ++c) tensormap_acquire(view.tma_map(c));
+      }
     }
     for (int32_t t = 0; t < n_tiles; ++t) {
       const int stage = t % kStages;
       if (t >= kStages) mbarrier_wait(&empty[stage], static_cast<uint32_t>((t / kStages - 1) & 1));
       const int32_t tile_start = kb + t * kBc;
-      if (tma && tile_start + kBc <= ke && view.tma_fits(tile_start, kBc)) {
-        // The barrier expects 128 arrivals: thread 0's (with the bytes)
-        // and 127 more, made by one lane per warp.
-        if (tid == 0) {
-          const auto box = view.tma_tile(tile_start);
-          fence_proxy_async();  // the stage's last cp.async writes before these
-          mbarrier_arrive_expect_tx(&full[stage], 2 * kTileBytes);
-          tma_load_4d(k_tile(stage), box.map, 0, head, box.slot, box.kv_page, &full[stage]);
-          tma_load_4d(v_tile(stage), box.map, 0, head, box.slot, box.kv_page + 1, &full[stage]);
-          mbarrier_arrive(&full[stage], 31u);
-        } else if ((tid & 31) == 0) {
-          mbarrier_arrive(&full[stage], 32u);
+      if constexpr (kViewTma) {
+        if (tma && tile_start + kBc <= ke && view.tma_fits(tile_start, kBc)) {
+          // The barrier expects 128 arrivals: thread 0's (with the bytes)
+          // and 127 more, made by one lane per warp.
+          if (tid == 0) {
+            const auto box = view.tma_tile(tile_start);
+            fence_proxy_async();  // the stage's last cp.async writes before these
+            mbarrier_arrive_expect_tx(&full[stage], 2 * kTileBytes);
+            tma_load_4d(k_tile(stage), box.map, 0, head, box.slot, box.kv_page, &full[stage]);
+            tma_load_4d(v_tile(stage), box.map, 0, head, box.slot, box.kv_page + 1, &full[stage]);
+            mbarrier_arrive(&full[stage], 31u);
+          } else if ((tid & 31) == 0) {
+            mbarrier_arrive(&full[stage], 32u);
+          }
+          view.advance(cursor, kBc);
+          continue;
         }
-        view.advance(cursor, kBc);
-        continue;
       }
       const int32_t first_key = tile_start + first_row;
       auto copy_row = [&](int i, const bf16* k_row, const bf16* v_row) {
