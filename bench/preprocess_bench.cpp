@@ -3,8 +3,7 @@
 // synthetic 1920x1080 picture encoded as PNG and as JPEG in memory.
 //
 //   build/bin/preprocess_bench [--benchmark_filter=1080p]
-// The courthouse frames are looked up in ../shared/data next to the
-// checkout (or $LINGBOT_SHARED_DATA).
+// The courthouse frame is the test fixture (tests/fixtures/courthouse).
 #include "io/image.h"
 #include "io/preprocess.h"
 #include "io/resize.h"
@@ -27,13 +26,7 @@ using namespace lingbot::io;
 
 namespace {
 
-std::string courthouse_frame() {
-  const char* env = std::getenv("LINGBOT_SHARED_DATA");
-  const std::filesystem::path shared =
-      env ? std::filesystem::path(env)
-          : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "shared" / "data";
-  return (shared / "courthouse" / "000000.png").string();
-}
+std::string courthouse_frame() { return std::string(LINGBOT_FIXTURES_DIR) + "/courthouse/000000.png"; }
 
 // A photo-like 1920x1080 picture: smooth shading, edges and sensor noise.
 RgbImage synthetic_1080p() {

@@ -6,10 +6,6 @@ namespace lingbot::test {
 
 std::string fixture_path(const std::string& name) { return std::string(LINGBOT_FIXTURES_DIR) + "/" + name; }
 
-std::string shared_data_path(const std::string& name) {
-  return std::string(LINGBOT_SHARED_DATA_DIR) + "/" + name;
-}
-
 double relative_error(const Tensor& a, const Tensor& b) {
   LB_CHECK(a.numel() == b.numel(), "relative_error: {} vs {}", a.describe(), b.describe());
   const float* x = a.f32();

@@ -8,7 +8,6 @@
 namespace lingbot::test {
 
 std::string fixture_path(const std::string& name);      // tests/fixtures/<name>
-std::string shared_data_path(const std::string& name);  // ../shared/data/<name>
 
 // ||a - b|| / ||b|| over all elements (float32 CPU tensors of equal numel),
 // accumulated in double: the per-tensor parity measure of the project.

@@ -4,8 +4,7 @@
 // structure (the 24 global blocks of the aggregator, or the blocks of one
 // camera-head iteration). All blocks store the same frames and evict the same
 // frames at the same step; only their K/V values differ. The semantics are
-// those of upstream's SDPA ("dictionary") cache, see docs/kv-cache.md and
-// ../shared/DESIGN.md "KV cache semantics":
+// those of upstream's SDPA ("dictionary") cache, see docs/kv-cache.md:
 //
 //   visible = retained special tokens of evicted frames + every token of the
 //             frames still in the frame list (first S "scale" frames + last W)

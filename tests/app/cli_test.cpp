@@ -66,7 +66,7 @@ TEST(Cli, InspectReportsAMismatchByName) {
 TEST(Cli, UserErrorsAreOneLineAndExitOne) {
   for (const std::string& args :
        {std::string("inspect /nonexistent/model.pt"), "inspect " + small("config.json"),
-        "run --images " + test::shared_data_path("courthouse"),
+        "run --images " + test::fixture_path("courthouse"),
         "run --model " + small("weights.pt") + " --config " + small("config.json") + " --images /nonexistent/dir",
         "inspect " + small("weights.pt") + " --config /nonexistent/config.json"}) {
     const Result r = cli(args);
@@ -75,14 +75,14 @@ TEST(Cli, UserErrorsAreOneLineAndExitOne) {
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
   }
   // Without --model, say where the official checkpoints are.
-  EXPECT_NE(cli("run --images " + test::shared_data_path("courthouse")).output.find("robbyant/lingbot-map"),
+  EXPECT_NE(cli("run --images " + test::fixture_path("courthouse")).output.find("robbyant/lingbot-map"),
             std::string::npos);
 }
 
 TEST(Cli, RunReconstructsRealFramesLikeUpstream) {
   const std::string out = out_dir("run");
   const Result r = cli("run --model " + small("weights.pt") + " --config " + small("config.json") + " --images " +
-                       test::shared_data_path("courthouse") +
+                       test::fixture_path("courthouse") +
                        " --image-size 126 --num-scale-frames 3 --kv-window 4 --threads 2 --out " + out);
   ASSERT_EQ(r.status, 0) << r.output;
   const auto npz = io::read_npz(out + "/predictions.npz");
@@ -123,7 +123,7 @@ TEST(Cli, RunReconstructsRealFramesLikeUpstream) {
 TEST(Cli, NoDenseKeepsOnlyCameras) {
   const std::string out = out_dir("nodense");
   const Result r = cli("run --model " + small("weights.pt") + " --config " + small("config.json") + " --images " +
-                       test::shared_data_path("courthouse") +
+                       test::fixture_path("courthouse") +
                        " --image-size 126 --num-scale-frames 3 --kv-window 4 --no-dense --first-k 5 --out " + out);
   ASSERT_EQ(r.status, 0) << r.output;
   const auto npz = io::read_npz(out + "/predictions.npz");

@@ -31,10 +31,9 @@ inline const nlohmann::json& preprocess_cases() {
   return cases;
 }
 
-// "shared:courthouse/000000.png" -> ../shared/data/..., else tests/fixtures/preprocess/<p>.
+// "courthouse/000000.png" -> tests/fixtures/courthouse/..., else tests/fixtures/preprocess/<p>.
 inline std::string case_path(const std::string& p) {
-  const std::string shared = "shared:";
-  if (p.rfind(shared, 0) == 0) return shared_data_path(p.substr(shared.size()));
+  if (p.rfind("courthouse/", 0) == 0) return fixture_path(p);
   return fixture_path("preprocess/" + p);
 }
 

@@ -115,7 +115,7 @@ TEST(PreprocessUpstream, SingleImagePathAndStreamingSourceAgree) {
 
 TEST(PreprocessUpstream, CourthouseAtItsOwnSizeIsTheDecodedImage) {
   // 518x294 frames: width already 518 and 294 = 21 * 14, so no resize.
-  const RgbImage img = load_image(shared_data_path("courthouse/000003.png"));
+  const RgbImage img = load_image(fixture_path("courthouse/000003.png"));
   const Tensor t = preprocess(img, PreprocessOptions{});
   ASSERT_EQ(t.shape(), (Shape{3, 294, 518}));
   for (int c = 0; c < 3; ++c)

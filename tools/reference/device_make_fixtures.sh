@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Run on the GPU machine (device tool) with .upstream carried:
 #   .upstream/lingbot_map   upstream package (copied from Robbyant/lingbot-map)
-#   .upstream/data/courthouse  the 14 shared frames
 # Produces $OUT/model_small.tar (the CI parity fixtures) and $OUT/env.txt.
 set -euo pipefail
 export PYTHONPATH=$PWD/.upstream:$PWD/tools/reference
@@ -17,6 +16,6 @@ export PYTHONUNBUFFERED=1
 cat $OUT/env.txt
 work=$(mktemp -d)
 python3 tools/reference/make_model_fixtures.py --config tests/fixtures/model_small/config.json \
-  --images .upstream/data/courthouse --out $work/model_small 2>&1 | tee $OUT/make_model_fixtures.log
+  --images tests/fixtures/courthouse --out $work/model_small 2>&1 | tee $OUT/make_model_fixtures.log
 tar -C $work -cf $OUT/model_small.tar model_small
 ls -la $work/model_small

@@ -42,7 +42,7 @@ from PIL import Image, ImageOps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "tests", "fixtures", "preprocess")
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+COURTHOUSE = os.path.join(ROOT, "tests", "fixtures", "courthouse")  # real frames, see its README.md
 
 
 # ---------------------------------------------------------------------------
@@ -365,13 +365,13 @@ def main():
                              "note": "XMP tiff:Orientation=6 in a JPEG without EXIF (Pillow >= 10 behaviour)"})
 
     # ---- the real frames: PIL's decode, as a hash ---------------------------
-    courthouse = sorted(f for f in os.listdir(os.path.join(SHARED, "courthouse")) if f.endswith(".png"))
+    courthouse = sorted(f for f in os.listdir(COURTHOUSE) if f.endswith(".png"))
     for name in courthouse:
-        arr = np.asarray(pil_rgb(os.path.join(SHARED, "courthouse", name)))
+        arr = np.asarray(pil_rgb(os.path.join(COURTHOUSE, name)))
         h = 0xcbf29ce484222325
         for byte in arr.tobytes():
             h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-        cases["decode_hashes"].append({"input": "shared:courthouse/" + name, "width": arr.shape[1],
+        cases["decode_hashes"].append({"input": "courthouse/" + name, "width": arr.shape[1],
                                        "height": arr.shape[0], "fnv1a64": "%016x" % h})
 
     # ---- resize cases: random pixels, PIL's BICUBIC ------------------------
@@ -407,8 +407,8 @@ def main():
     Image.fromarray(pattern(900, 40, seed=11)).save(inp("strip_900x40.png"))
 
     preprocess_cases = [
-        ("courthouse0_crop224", ["shared:courthouse/000000.png"], "crop", 224),
-        ("courthouse7_pad224", ["shared:courthouse/000007.png"], "pad", 224),
+        ("courthouse0_crop224", ["courthouse/000000.png"], "crop", 224),
+        ("courthouse7_pad224", ["courthouse/000007.png"], "pad", 224),
         ("landscape_crop224", ["inputs/landscape_1000x750.jpg"], "crop", 224),
         ("portrait_crop224", ["inputs/portrait_333x777.png"], "crop", 224),
         ("portrait_pad518", ["inputs/portrait_333x777.png"], "pad", 518),
@@ -427,7 +427,7 @@ def main():
     ]
 
     def resolve(p):
-        return os.path.join(SHARED, p[len("shared:"):]) if p.startswith("shared:") else os.path.join(OUT, p)
+        return os.path.join(COURTHOUSE, p[len("courthouse/"):]) if p.startswith("courthouse/") else os.path.join(OUT, p)
 
     for name, paths, mode, size in preprocess_cases:
         batch = upstream_batch([resolve(p) for p in paths], mode, size, 14)  # [S, 3, H, W] uint8
