@@ -11,7 +11,7 @@
 // MB whatever the file size; "LoadAndRead" touches every weight once, which
 // brings the file into the page cache (counted in RSS as shared, reclaimable
 // pages) but still never makes a second copy.
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <benchmark/benchmark.h>
 

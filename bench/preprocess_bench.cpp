@@ -4,9 +4,9 @@
 //
 //   build/bin/preprocess_bench [--benchmark_filter=1080p]
 // The courthouse frame is the test fixture (tests/fixtures/courthouse).
-#include "io/image.h"
-#include "io/preprocess.h"
-#include "io/resize.h"
+#include "image/image.h"
+#include "image/preprocess.h"
+#include "image/resize.h"
 
 #include <benchmark/benchmark.h>
 #include <png.h>

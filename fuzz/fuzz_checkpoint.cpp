@@ -2,7 +2,7 @@
 // archives and their pickles, safetensors) from a memory buffer.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

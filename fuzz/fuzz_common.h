@@ -2,7 +2,7 @@
 // tensor or span reaching outside the input is caught by AddressSanitizer.
 #pragma once
 
-#include "io/state_dict.h"
+#include "checkpoint/state_dict.h"
 
 #include <cstddef>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // libFuzzer target: the unpickler, and rendering what it built.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "io/pickle.h"
+#include "checkpoint/pickle.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lingbot::io::PickleLimits limits;

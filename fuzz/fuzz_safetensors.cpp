@@ -1,7 +1,7 @@
 // libFuzzer target: the safetensors header parser and tensor views.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "io/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -1,10 +1,10 @@
 // libFuzzer target: the torch state-dict interpreter. The input is a pickle;
 // the harness wraps it into a torch.save-like archive with 16 storages of
-// 1 KiB (tests/io/zip_builder.h), so mutations reach tensor records
+// 1 KiB (tests/checkpoint/zip_builder.h), so mutations reach tensor records
 // (persistent ids, offsets, sizes, strides) instead of dying in the zip layer.
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "io/torch_checkpoint.h"
+#include "checkpoint/torch_checkpoint.h"
 #include "zip_builder.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
 // libFuzzer target: the ZIP reader (directory parsing, ZIP64, inflate, CRC).
 #include "core/error.h"
 #include "fuzz_common.h"
-#include "io/zip_archive.h"
+#include "checkpoint/zip_archive.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

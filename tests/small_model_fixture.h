@@ -4,7 +4,7 @@
 // GPU ones.
 #pragma once
 
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "model/streaming_model.h"
 #include "test_support.h"
 

@@ -7,7 +7,7 @@
 #include "app/process_stats.h"
 #include "core/log.h"
 #include "core/profiler.h"
-#include "io/preprocess.h"
+#include "image/preprocess.h"
 #include "model/random_weights.h"
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // by module, and whether it fits the model config.
 #include "app/commands.h"
 #include "app/process_stats.h"
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "model/checkpoint_check.h"
 
 #include <fmt/format.h>

@@ -13,11 +13,11 @@
 #include "app/process_stats.h"
 #include "app/progress.h"
 #include "core/log.h"
-#include "io/checkpoint.h"
-#include "io/npz_writer.h"
-#include "io/point_cloud_writer.h"
-#include "io/preprocess.h"
-#include "io/trajectory_writer.h"
+#include "checkpoint/checkpoint.h"
+#include "output/npz_writer.h"
+#include "output/point_cloud_writer.h"
+#include "image/preprocess.h"
+#include "output/trajectory_writer.h"
 
 #include <sys/stat.h>
 

@@ -36,7 +36,6 @@ class CameraHead {
   void note_replayed() { cache_->note_replayed_step(); }
   void reset();
   int iterations() const { return iterations_; }
-  kv::CacheStats cache_stats() const { return cache_->stats(); }
 
  private:
   Backend& be_;

@@ -3,7 +3,7 @@
 // model refuses to continue past.
 #pragma once
 
-#include "io/state_dict.h"
+#include "checkpoint/state_dict.h"
 #include "model/model_config.h"
 
 #include <string>

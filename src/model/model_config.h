@@ -68,7 +68,6 @@ struct ModelConfig {
   // Derived sizes.
   int head_dim() const { return embed_dim / num_heads; }
   int num_special_tokens() const { return 1 + num_register_tokens + 1; }  // camera, registers, scale
-  int mlp_hidden() const { return static_cast<int>(embed_dim * mlp_ratio); }
 
   // The official LingBot-Map architecture (what no config file means).
   static ModelConfig official() { return {}; }

@@ -4,7 +4,7 @@
 // flowing through the model look like a trained one's in magnitude.
 #pragma once
 
-#include "io/state_dict.h"
+#include "checkpoint/state_dict.h"
 #include "model/model_config.h"
 
 #include <cstdint>

@@ -31,7 +31,7 @@ StreamOptions StreamOptions::from_config(const ModelConfig& c) {
 
 StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
                                const StreamOptions& options)
-    : be_(backend), config_(config), options_(options) {
+    : be_(backend), config_(config), options_(options), readback_(backend) {
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
   LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);
   LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
@@ -45,6 +45,7 @@ StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, c
                                              options.num_scale_frames);
   camera_ = std::make_unique<CameraHead>(backend, *weights_, config, options.camera_iterations);
   depth_ = std::make_unique<DepthHead>(backend, *weights_, config);
+  graphs_ = std::make_unique<StepGraphs<StepOutputs>>(backend);
 }
 
 StreamingModel::~StreamingModel() = default;
@@ -63,7 +64,7 @@ std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
              frames_pushed_, frame.dim(2), frame.dim(1), stream_shape_[2], stream_shape_[1]);
   }
   const int64_t index = frames_pushed_++;
-  const size_t read_backs_before = in_flight_.size();
+  const size_t read_backs_before = readback_.in_flight();
   if (scale_frames_used_ == 0) {  // scale phase still filling
     pending_.push_back(frame);
     if (static_cast<int>(pending_.size()) < options_.num_scale_frames) return {};
@@ -79,7 +80,7 @@ std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
   // Pipelined, the read-back this push started stays in flight and every
   // older one is collected (depth 2 delays results through the heads, not
   // through more read-backs in flight).
-  const bool started_one = in_flight_.size() > read_backs_before;
+  const bool started_one = readback_.in_flight() > read_backs_before;
   return collect(options_.pipeline_depth >= 1 && started_one ? 1 : 0);
 }
 
@@ -95,10 +96,9 @@ std::vector<FrameResult> StreamingModel::finish() {
 }
 
 void StreamingModel::reset() {
-  for (const InFlight& step : in_flight_) be_.wait(step.done);  // discarded, but the device must be done
-  in_flight_.clear();
-  pending_heads_.reset();  // its results are discarded with the rest
-  for (GraphEntry& g : graphs_) g = GraphEntry{};  // buffers may change with the next stream's size
+  readback_.discard_all();  // discarded, but the device must be done with the slots
+  pending_heads_.reset();   // its results are discarded with the rest
+  graphs_->clear();         // buffers may change with the next stream's size
   release_pending_ = false;  // the next stream's scale phase reuses what is left
   aggregator_->reset();
   camera_->reset();
@@ -189,7 +189,7 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   // (the first is recorded by this second step), and the step in flight
   // does not use them.
   if (release_pending_) {
-    for (const InFlight& step : in_flight_) be_.wait(step.done);  // the scale step's read-back may still run
+    readback_.wait_all();  // the scale step's read-back may still run
     ws_->release_unused();
     release_pending_ = false;
   }
@@ -217,40 +217,23 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   const bool camera_ran = pending || !defer_heads;
 
   // The device part: single frames replay a recorded graph once one exists.
-  StepOutputs outputs;
   const PendingHeads* pending_ptr = pending ? &*pending : nullptr;
   const bool graphable = options_.use_graphs && be_.supports_graphs() && S == 1;
-  GraphEntry& entry = graphs_[(store ? 1 : 0) + (pending ? 2 : 0) + (pending && pending->store ? 4 : 0)];
-  if (graphable && entry.graph) {
-    be_.replay(entry.graph);
+  const StepKind kind{.store = store, .pending_heads = pending.has_value(), .pending_stored = pending && pending->store};
+  const auto [outputs, run] = graphs_->run(
+      kind, graphable, [&](StepOutputs& out) { compute_step(S, H, W, defer_heads, pending_ptr, out); });
+  if (run == StepRun::Replayed) {  // the ops' host side did not run: tell the caches their step happened
     aggregator_->note_replayed();
     if (camera_ran) camera_->note_replayed();
-    outputs = *entry.outputs;
-  } else if (graphable && entry.warmed) {
-    // Recording runs the host side of every op once (so the caches see
-    // their appends) but no kernel; the replay that follows does the work.
-    be_.begin_capture();
-    try {
-      compute_step(S, H, W, defer_heads, pending_ptr, outputs);
-    } catch (...) {
-      be_.end_capture();  // leave capture mode before reporting
-      throw;
-    }
-    entry.graph = be_.end_capture();
-    entry.outputs = std::make_shared<StepOutputs>(outputs);
-    be_.replay(entry.graph);
-  } else {
-    compute_step(S, H, W, defer_heads, pending_ptr, outputs);
-    entry.warmed = graphable;
   }
   aggregator_->finish();
   if (camera_ran) camera_->finish();
 
   // Results start for the host now; complete() reads them once they land.
   if (pending) {
-    read_back(outputs, 1, pending->height, pending->width, pending->store, pending->index);
+    read_back(outputs, StepInfo{1, pending->height, pending->width, pending->store, pending->index});
   } else if (!defer_heads) {
-    read_back(outputs, S, H, W, store, first_index);
+    read_back(outputs, StepInfo{S, H, W, store, first_index});
   }
   pending_heads_.reset();
   if (defer_heads) {
@@ -271,71 +254,52 @@ void StreamingModel::launch_pending_heads() {
   compute_heads(kept_layers(pending.grid.tokens()), 1, pending.height, pending.width, pending.grid,
                 /*as_branches=*/true, outputs);
   camera_->finish();
-  read_back(outputs, 1, pending.height, pending.width, pending.store, pending.index);
+  read_back(outputs, StepInfo{1, pending.height, pending.width, pending.store, pending.index});
 }
 
-void StreamingModel::read_back(const StepOutputs& outputs, int S, int H, int W, bool store, int64_t first_index) {
-  InFlight step{.frames = S,
-                .height = H,
-                .width = W,
-                .store = store,
-                .dense = outputs.raw != nullptr,
-                .first_index = first_index,
-                .slot = next_slot_,
-                .done = nullptr};
-  ReadbackSlot& slot = readback_[next_slot_];
-  next_slot_ = (next_slot_ + 1) % kReadbackSlots;
-  auto host_buffer = [this](Tensor& buffer, const Shape& shape) -> Tensor& {
-    if (buffer.shape() != shape || buffer.numel() == 0) buffer = be_.alloc_host(shape, DType::F32);
-    return buffer;
-  };
-  be_.download_async(*outputs.poses, host_buffer(slot.poses, outputs.poses->shape()));
-  if (outputs.raw) be_.download_async(*outputs.raw, host_buffer(slot.raw, outputs.raw->shape()));
-  step.done = be_.fence();
-  in_flight_.push_back(std::move(step));
+void StreamingModel::read_back(const StepOutputs& outputs, const StepInfo& info) {
+  readback_.enqueue(info, *outputs.poses, outputs.raw);
 }
 
 std::vector<FrameResult> StreamingModel::collect(size_t keep_in_flight) {
   std::vector<FrameResult> out;
-  while (in_flight_.size() > keep_in_flight) {
-    InFlight step = std::move(in_flight_.front());
-    in_flight_.pop_front();
+  while (readback_.in_flight() > keep_in_flight) {
     ProfileScope post("download+postprocess");
-    be_.wait(step.done);
-    std::vector<FrameResult> r = complete(step);
+    std::vector<FrameResult> r = complete(readback_.pop());
     std::move(r.begin(), r.end(), std::back_inserter(out));
   }
   return out;
 }
 
-std::vector<FrameResult> StreamingModel::complete(const InFlight& step) {
-  const int S = step.frames, H = step.height, W = step.width;
+std::vector<FrameResult> StreamingModel::complete(const LandedStep& step) {
+  const StepInfo& info = step.info;
+  const int S = info.frames, H = info.height, W = info.width;
   const int64_t plane = static_cast<int64_t>(H) * W;
-  const ReadbackSlot& slot = readback_[step.slot];
+  const float* poses = step.poses->f32();
   const int iters = options_.camera_iterations;
   std::vector<FrameResult> results(static_cast<size_t>(S));
   for (int i = 0; i < S; ++i) {
     FrameResult& r = results[static_cast<size_t>(i)];
-    r.index = step.first_index + i;
-    r.keyframe = step.store;
+    r.index = info.first_index + i;
+    r.keyframe = info.store;
     r.height = H;
     r.width = W;
-    const float* last = slot.poses.f32() + ((iters - 1) * S + i) * 9;
+    const float* last = poses + ((iters - 1) * S + i) * 9;
     std::copy_n(last, 9, r.pose_enc.begin());
     if (options_.keep_pose_iterations) {
       for (int it = 0; it < iters; ++it) {
         std::array<float, 9> pe;
-        std::copy_n(slot.poses.f32() + (it * S + i) * 9, 9, pe.begin());
+        std::copy_n(poses + (it * S + i) * 9, 9, pe.begin());
         r.pose_enc_iterations.push_back(pe);
       }
     }
     r.camera = decode_pose(r.pose_enc.data(), H, W);
-    if (step.dense) {
+    if (step.raw != nullptr) {
       // Channel 0: depth = exp(x); channel 1: confidence = 1 + exp(x).
       r.depth = Tensor::empty({H, W});
       r.depth_conf = Tensor::empty({H, W});
       r.world_points = Tensor::empty({H, W, 3});
-      const float* d = slot.raw.f32() + i * 2 * plane;
+      const float* d = step.raw->f32() + i * 2 * plane;
       float* depth = r.depth.f32();
       float* conf = r.depth_conf.f32();
 #pragma omp parallel for schedule(static) if (plane >= 16384)
@@ -353,8 +317,6 @@ kv::CacheStats StreamingModel::cache_stats() const {
   const kv::KvCache* c = aggregator_->cache();
   return c ? c->stats() : kv::CacheStats{};
 }
-
-kv::CacheStats StreamingModel::camera_cache_stats() const { return camera_->cache_stats(); }
 
 size_t StreamingModel::weight_bytes() const { return weights_->device_bytes(); }
 size_t StreamingModel::workspace_bytes() const { return ws_->bytes(); }

@@ -17,13 +17,14 @@
 #pragma once
 
 #include "backend/backend.h"
-#include "io/state_dict.h"
+#include "checkpoint/state_dict.h"
 #include "model/camera_geometry.h"
 #include "model/model_config.h"
+#include "model/readback_queue.h"
 #include "model/rope.h"
+#include "model/step_graphs.h"
 
 #include <array>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -89,31 +90,11 @@ class StreamingModel {
 
   const ModelConfig& config() const { return config_; }
   const StreamOptions& options() const { return options_; }
-  int64_t frames_pushed() const { return frames_pushed_; }
   kv::CacheStats cache_stats() const;
-  kv::CacheStats camera_cache_stats() const;
   size_t weight_bytes() const;
   size_t workspace_bytes() const;
 
  private:
-  // A step whose device work is enqueued and whose results are being copied
-  // into a read-back slot.
-  struct InFlight {
-    int frames = 0, height = 0, width = 0;
-    bool store = true;
-    bool dense = false;
-    int64_t first_index = 0;
-    int slot = 0;
-    std::shared_ptr<void> done;  // fence after the copies
-  };
-  // Host buffers the results are copied into (page-locked on a GPU); one
-  // per step that can be in flight, plus the one being filled.
-  struct ReadbackSlot {
-    Tensor poses;  // [iterations, S, 9]
-    Tensor raw;    // [S, 2, H, W]
-  };
-  static constexpr int kReadbackSlots = 2;
-
   // A streaming frame whose heads have not run yet (pipeline_depth 2): its
   // aggregator output waits in the workspace's "heads.in*" buffers.
   struct PendingHeads {
@@ -128,10 +109,11 @@ class StreamingModel {
   // Runs the pending frame's heads on their own (the end of a stream).
   void launch_pending_heads();
   // Enqueues the read-back of a step's results.
-  void read_back(const StepOutputs& outputs, int frames, int height, int width, bool store, int64_t first_index);
+  void read_back(const StepOutputs& outputs, const StepInfo& info);
   // Completes the oldest steps until at most `keep_in_flight` remain.
   std::vector<FrameResult> collect(size_t keep_in_flight);
-  std::vector<FrameResult> complete(const InFlight& step);
+  // The host post-processing of a step whose outputs have landed.
+  std::vector<FrameResult> complete(const LandedStep& step);
   // The device part of a step. With `defer_heads` the aggregator's output
   // goes to the pending buffers instead of the heads; with `pending` the
   // heads of that earlier frame run as a side branch beside the aggregator.
@@ -158,21 +140,9 @@ class StreamingModel {
   Shape stream_shape_;
   int scale_frames_used_ = 0;  // frames the scale phase actually had (0 until it ran)
 
-  // Recorded single-frame steps (keyframe and non-keyframe), replayed on
-  // later frames. A step shape is first run directly (which allocates every
-  // buffer it needs), then captured.
-  struct GraphEntry {
-    bool warmed = false;
-    std::shared_ptr<void> graph;
-    std::shared_ptr<StepOutputs> outputs;
-  };
-  // [store + 2 * (heads of a pending frame ran) + 4 * (that frame was stored)]
-  GraphEntry graphs_[8];
+  std::unique_ptr<StepGraphs<StepOutputs>> graphs_;  // recorded single-frame steps
   std::optional<PendingHeads> pending_heads_;
-
-  std::deque<InFlight> in_flight_;
-  ReadbackSlot readback_[kReadbackSlots];
-  int next_slot_ = 0;
+  ReadbackQueue readback_;
   bool scale_buffers_held_ = false;  // a scale phase ran; streaming has not started yet
   bool release_pending_ = false;     // free what the first streaming step did not use, at the next step
 };

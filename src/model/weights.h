@@ -17,7 +17,7 @@
 #pragma once
 
 #include "backend/backend.h"
-#include "io/state_dict.h"
+#include "checkpoint/state_dict.h"
 #include "model/model_config.h"
 
 #include <string>

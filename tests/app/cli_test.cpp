@@ -3,8 +3,8 @@
 // (tests/fixtures/model_small, made by tools/reference/make_model_fixtures.py
 // from upstream's PIL preprocessing and PyTorch model), so this test covers
 // image decoding and preprocessing as well as the model.
-#include "io/checkpoint.h"
-#include "io/npz_reader.h"
+#include "checkpoint/checkpoint.h"
+#include "output/npz_reader.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>

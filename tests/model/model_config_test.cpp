@@ -1,7 +1,7 @@
 // The JSON model config: defaults, strictness, validation, and the list of
 // parameters a config implies, checked against independent facts (the
 // official checkpoint's published tensor count, a real upstream state dict).
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "model/checkpoint_check.h"
 #include "model/model_config.h"
 #include "test_support.h"

@@ -9,8 +9,8 @@
 // layouts; each output tensor must be within 1e-4 relative error
 // (||ours - ref|| / ||ref||) of upstream's.
 #include "backend/backend.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "model/streaming_model.h"
 #include "small_model_fixture.h"
 #include "test_support.h"

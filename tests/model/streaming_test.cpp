@@ -2,7 +2,7 @@
 // between videos, bounded memory over long streams, and the protocol's
 // edge cases (streams shorter than the scale phase, frame size changes).
 #include "backend/backend.h"
-#include "io/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "model/streaming_model.h"
 #include "test_support.h"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes small real torch.save files for tests/io/checkpoint_torch_test.cpp.
+"""Writes small real torch.save files for tests/checkpoint/checkpoint_torch_test.cpp.
 
 Needs PyTorch (written for 2.11) and numpy; run it where torch is installed:
 

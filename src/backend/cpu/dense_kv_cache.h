@@ -43,7 +43,6 @@ class DenseKvCache final : public kv::KvCache {
   bool in_step() const override { return steps_.in_step(); }
   std::pair<Tensor, Tensor> gather_visible(int block) const override;
 
-  int32_t frames_per_slab() const { return frames_per_slab_; }
 
  private:
   struct BlockMemory {

@@ -5,12 +5,13 @@
 // kernels (kernels.h).
 #include "backend/cuda/cuda_backend.h"
 
-#include "backend/cuda/attention.h"
+#include "backend/cuda/attention/attention.h"
 #include "backend/cuda/conv.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_kv_cache.h"
+#include "backend/cuda/kv/cuda_kv_cache.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/graph_capture.h"
 #include "backend/cuda/kernels.h"
 
 #include <fmt/format.h>
@@ -253,40 +254,16 @@ size_t CudaBackend::device_memory_in_use() const {
   return total_bytes - free_bytes;  // whole device, CUDA context included
 }
 
-// ---- CUDA graphs --------------------------------------------------------------
+// ---- CUDA graphs (graph_capture.h) ---------------------------------------------
 
-namespace {
-struct RecordedGraph {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ~RecordedGraph() {
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
-  }
-};
-}  // namespace
-
-void CudaBackend::begin_capture() {
-  // Work queued before the capture (this step's uploads) stays outside it;
-  // waiting here also keeps upload_into's staging reuse checks simple.
-  LB_CUDA_CHECK(cudaStreamSynchronize(main_.stream));
-  LB_CUDA_CHECK(cudaStreamBeginCapture(main_.stream, cudaStreamCaptureModeThreadLocal));
-}
+void CudaBackend::begin_capture() { begin_graph_capture(main_.stream); }
 
 std::shared_ptr<void> CudaBackend::end_capture() {
-  auto recorded = std::make_shared<RecordedGraph>();
-  LB_CUDA_CHECK(cudaStreamEndCapture(main_.stream, &recorded->graph));
-  // Captured kernels carry their stream's priority; a graph honours it only
-  // when asked to.
-  const unsigned long long flags =
-      options_.lane_priority == CudaBackendOptions::LanePriority::Equal ? 0 : cudaGraphInstantiateFlagUseNodePriority;
-  LB_CUDA_CHECK(cudaGraphInstantiate(&recorded->exec, recorded->graph, flags));
-  return recorded;
+  return end_graph_capture(main_.stream, options_.lane_priority != CudaBackendOptions::LanePriority::Equal);
 }
 
 void CudaBackend::replay(const std::shared_ptr<void>& graph) {
-  LB_CHECK(graph != nullptr, "internal error: replay of an empty graph");
-  LB_CUDA_CHECK(cudaGraphLaunch(static_cast<RecordedGraph*>(graph.get())->exec, main_.stream));
+  launch_graph(graph, main_.stream);
   after_op("graph replay");
 }
 

@@ -11,7 +11,7 @@
 // Overflow: mul <= 2^32 (d > 2^(l-1)), so n * mul < 2^31 * 2^32 + 2^31 < 2^64.
 //
 // Computed on the host (once per table), evaluated on either side; tests
-// check it against `/` (tests/cuda/attention_fast_div_test.cpp).
+// check it against `/` (tests/backend/cuda/attention_fast_div_test.cpp).
 #pragma once
 
 #include <cstdint>

@@ -83,6 +83,8 @@ void resize_bilinear(const float* x, const float* add, int64_t add_planes, float
 void layer_norm(const void* x, DType x_type, void* out, DType out_type, const float* w, const float* b, int64_t rows,
                 int64_t cols, float eps, cudaStream_t stream);
 
+// ---- attention input preparation (qkv_prepare.cu) --------------------------
+
 // qkv [tokens, 3 * C] (q | k | v, C = heads * head_dim) -> q, k, v [tokens, C], with
 // optional per-head LayerNorm of q and k and then optional RoPE (see RopeTable in
 // backend/backend.h; token t uses table row t % rope_rows).

@@ -1,0 +1,291 @@
+// Host side of the GPU attention (attention.h): argument checks, the choice
+// of kernel and of the number of key splits. The kernels are in attention.cu
+// and attention_mma.cu.
+#include "backend/cuda/attention/attention.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/attention/attention_launch.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace lingbot::cuda {
+
+namespace attn {
+
+int resident_ctas_per_sm(OccupancyCache& cache, const void* kernel, int threads, size_t dynamic_smem_bytes) {
+  int device = 0;
+  LB_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cache.device) {
+    int n = 0;
+    LB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, dynamic_smem_bytes));
+    cache.ctas = n > 0 ? n : 1;
+    cache.device = device;
+  }
+  return cache.ctas;
+}
+
+}  // namespace attn
+
+using attn::AttentionArgs;
+using attn::DenseKeys;
+using attn::PagedKeys;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+struct DeviceInfo {
+  int sms = 0;
+  int major = 0;
+};
+
+DeviceInfo device_info() {
+  static thread_local int cached_device = -1;
+  static thread_local DeviceInfo cached;
+  int device = 0;
+  LB_CUDA_CHECK(cudaGetDevice(&device));
+  if (device != cached_device) {
+    LB_CUDA_CHECK(cudaDeviceGetAttribute(&cached.sms, cudaDevAttrMultiProcessorCount, device));
+    LB_CUDA_CHECK(cudaDeviceGetAttribute(&cached.major, cudaDevAttrComputeCapabilityMajor, device));
+    cached_device = device;
+  }
+  return cached;
+}
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+void check_device_tensor(const Tensor& t, const char* what) {
+  LB_CHECK(t.defined(), "cuda attention: {} is an undefined tensor", what);
+  LB_CHECK(t.device() == Device::CUDA, "cuda attention: {} must be on the GPU, got {}", what, t.describe());
+  LB_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32,
+           "cuda attention: {} must be bfloat16 or float32, got {}", what, t.describe());
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto* pa = static_cast<const char*>(a.data());
+  const auto* pb = static_cast<const char*>(b.data());
+  return a.nbytes() > 0 && b.nbytes() > 0 && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+bool mma_applies(DType dtype, int head_dim) {
+  return dtype == DType::BF16 && head_dim == 64 && device_info().major >= 8;
+}
+
+// Auto -> a concrete kernel; an explicit choice that cannot run is an error.
+// The Mma kernel also needs 16-byte aligned K/V rows (cp.async) and 4-byte
+// aligned q/out (paired bf16 accesses): `mma_aligned`.
+AttentionKernel resolve(AttentionKernel kernel, DType dtype, int head_dim, bool mma_aligned) {
+  LB_CHECK(head_dim <= kAttentionMaxHeadDim, "cuda attention: head_dim {} is larger than the supported {}",
+           head_dim, kAttentionMaxHeadDim);
+  if (kernel == AttentionKernel::Auto) {
+    if (!(mma_applies(dtype, head_dim) && mma_aligned)) return AttentionKernel::Warp;
+    // Hopper: the warp-specialised wgmma kernel. The environment can pin
+    // another: LINGBOT_ATTENTION_KERNEL=mma|wgmma-ws.
+    static const AttentionKernel pinned = [] {
+      const char* env = std::getenv("LINGBOT_ATTENTION_KERNEL");
+      const std::string name = env != nullptr ? env : "";
+      if (name == "mma") return AttentionKernel::Mma;
+      if (name == "wgmma-ws") return AttentionKernel::WgmmaWs;
+      LB_CHECK(name.empty(), "LINGBOT_ATTENTION_KERNEL must be mma or wgmma-ws, got '{}'", name);
+      return AttentionKernel::Auto;
+    }();
+    if (device_info().major != 9) return AttentionKernel::Mma;
+    return pinned == AttentionKernel::Auto ? AttentionKernel::WgmmaWs : pinned;
+  }
+  if (kernel == AttentionKernel::WgmmaWs) {
+    LB_CHECK(dtype == DType::BF16 && head_dim == 64 && device_info().major == 9,
+             "cuda attention: the {} kernel needs bfloat16, head_dim 64 and a Hopper GPU (sm_90), got {} with "
+             "head_dim {} on sm_{}x", attention_kernel_name(kernel), dtype_name(dtype), head_dim,
+             device_info().major);
+    LB_CHECK(mma_aligned, "cuda attention: the {} kernel needs 16-byte aligned k/v and 4-byte aligned q/out",
+             attention_kernel_name(kernel));
+  }
+  if (kernel == AttentionKernel::Mma) {
+    LB_CHECK(mma_applies(dtype, head_dim),
+             "cuda attention: the mma kernel needs bfloat16, head_dim 64 and sm_80+, got {} with head_dim {}",
+             dtype_name(dtype), head_dim);
+    LB_CHECK(mma_aligned, "cuda attention: the mma kernel needs 16-byte aligned k/v and 4-byte aligned q/out");
+  }
+  return kernel;
+}
+
+template <typename T>
+AttentionArgs<T> make_args(const Tensor& q, Tensor& out, int32_t groups, int32_t rows, int num_heads,
+                           int head_dim) {
+  AttentionArgs<T> a;
+  a.q = static_cast<const T*>(q.data());
+  a.out = static_cast<T*>(out.data());
+  a.groups = groups;
+  a.rows = rows;
+  a.num_heads = num_heads;
+  a.head_dim = head_dim;
+  a.scale_log2 = attn::kLog2e / std::sqrt(static_cast<float>(head_dim));
+  return a;
+}
+
+// Every launch's grid must fit: at most 2^31 - 1 blocks of 128 threads over
+// (rows * heads * splits * 32) threads for the warp kernel, the largest.
+void check_launch_size(int64_t rows, int num_heads, int splits) {
+  const int64_t threads = rows * num_heads * int64_t{splits} * 32;
+  LB_CHECK(rows * num_heads * int64_t{std::max(splits, 1)} <= (int64_t{1} << 36) &&
+               threads / 128 < std::numeric_limits<int32_t>::max(),
+           "cuda attention: {} queries x {} heads x {} splits is too large for one launch", rows, num_heads,
+           splits);
+}
+
+}  // namespace
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::Auto: return "auto";
+    case AttentionKernel::Naive: return "naive";
+    case AttentionKernel::Warp: return "warp";
+    case AttentionKernel::Mma: return "mma";
+    case AttentionKernel::WgmmaWs: return "wgmma-ws";
+  }
+  return "?";
+}
+
+AttentionKernel attention_auto_kernel(DType dtype, int head_dim) { return resolve(AttentionKernel::Auto, dtype, head_dim, true); }
+
+void attention_dense(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
+                     Tensor& out, cudaStream_t stream) {
+  attention_dense_with(AttentionKernel::Auto, q, k, v, groups, num_heads, head_dim, out, stream);
+}
+
+void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v, int groups,
+                          int num_heads, int head_dim, Tensor& out, cudaStream_t stream) {
+  check_device_tensor(q, "q");
+  check_device_tensor(k, "k");
+  check_device_tensor(v, "v");
+  check_device_tensor(out, "out");
+  LB_CHECK(groups >= 1 && num_heads >= 1 && head_dim >= 1,
+           "cuda attention: groups ({}), num_heads ({}) and head_dim ({}) must be >= 1", groups, num_heads,
+           head_dim);
+  LB_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype() && out.dtype() == q.dtype(),
+           "cuda attention: q, k, v and out must share one dtype, got {}, {}, {}, {}", dtype_name(q.dtype()),
+           dtype_name(k.dtype()), dtype_name(v.dtype()), dtype_name(out.dtype()));
+  const int64_t row = int64_t{num_heads} * head_dim;
+  const int64_t group_elems = int64_t{groups} * row;
+  LB_CHECK(q.numel() % group_elems == 0, "cuda attention: q {} is not {} groups of rows of {} x {}",
+           q.describe(), groups, num_heads, head_dim);
+  const int64_t n = q.numel() / group_elems;
+  LB_CHECK(k.numel() == q.numel() && v.numel() == q.numel() && out.numel() == q.numel(),
+           "cuda attention: q {}, k {}, v {} and out {} must have the same size", q.describe(), k.describe(),
+           v.describe(), out.describe());
+  LB_CHECK(n * groups <= std::numeric_limits<int32_t>::max() / 2, "cuda attention: {} rows is too many",
+           n * groups);
+  LB_CHECK(!overlaps(out, q) && !overlaps(out, k) && !overlaps(out, v), "cuda attention: out overlaps q, k or v");
+  if (n == 0) return;
+  check_launch_size(n * groups, num_heads, 1);
+  const bool mma_aligned =
+      aligned(k.data(), 16) && aligned(v.data(), 16) && aligned(q.data(), 4) && aligned(out.data(), 4);
+  kernel = resolve(kernel, q.dtype(), head_dim, mma_aligned);
+
+  const auto rows = static_cast<int32_t>(n);
+  if (q.dtype() == DType::BF16) {
+    auto a = make_args<bf16>(q, out, groups, rows, num_heads, head_dim);
+    a.zero_fill_src = k.data();  // 16-byte aligned whenever a tensor-core kernel runs
+    const DenseKeys<bf16> keys{static_cast<const bf16*>(k.data()), static_cast<const bf16*>(v.data()), row, rows,
+                               head_dim};
+    attn::launch_attention(kernel, a, keys, stream);
+  } else {
+    const auto a = make_args<float>(q, out, groups, rows, num_heads, head_dim);
+    const DenseKeys<float> keys{static_cast<const float*>(k.data()), static_cast<const float*>(v.data()), row,
+                                rows, head_dim};
+    attn::launch_attention(kernel, a, keys, stream);
+  }
+}
+
+int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
+  if (nq <= 0 || kernel == AttentionKernel::Naive) return 1;
+  const DeviceInfo info = device_info();
+  if (kernel == AttentionKernel::Mma || kernel == AttentionKernel::WgmmaWs) {
+    // Equal CTAs, `slots` of them resident at once. A split adds a combine
+    // pass (the partial outputs written and read once), so: no split when a
+    // full wave or more runs at >= 85% of the slots; else the fewest splits
+    // whose last wave is within 3% of the fullest possible.
+    const int ws_consumers = attn::wgmma_ws_consumers(PagedKeys<bf16>{});
+    const int64_t rows_per_cta =
+        kernel == AttentionKernel::WgmmaWs ? attn::wgmma_ws_query_rows(ws_consumers) : attn::kMmaQueryRows;
+    const int64_t ctas = (nq + rows_per_cta - 1) / rows_per_cta * num_heads;
+    const int per_sm = kernel == AttentionKernel::Mma ? attn::attention_mma_ctas_per_sm()
+                                                      : attn::attention_wgmma_ws_ctas_per_sm(ws_consumers);
+    const int64_t slots = int64_t{info.sms} * per_sm;
+    auto efficiency = [&](int splits) {
+      const int64_t total = ctas * splits;
+      const int64_t waves = (total + slots - 1) / slots;
+      return static_cast<double>(total) / static_cast<double>(waves * slots);
+    };
+    if (ctas >= slots && efficiency(1) >= 0.85) return 1;
+    constexpr int kMaxSplits = 16;
+    double best = 0;
+    for (int splits = 1; splits <= kMaxSplits; ++splits) best = std::max(best, efficiency(splits));
+    for (int splits = 1; splits <= kMaxSplits; ++splits) {
+      if (efficiency(splits) >= best - 0.03) return splits;
+    }
+    return 1;
+  }
+  // Warp kernel: aim for 8 warps per SM; few queries (the camera head) split
+  // their keys, into at most kMaxWarpSplits parts. (The key count is not
+  // known here: a captured graph replays the same split count while the
+  // camera head's cache grows by a token per frame, from a few tokens to
+  // thousands. 32 parts keep the combine pass small while there are few
+  // keys and give ~300 keys per warp at 10,000 frames.)
+  constexpr int64_t kMaxSplits = kMaxWarpSplits;
+  const int64_t target = int64_t{info.sms} * 8;
+  const int64_t items = nq * num_heads;
+  return static_cast<int>(std::clamp<int64_t>((target + items - 1) / items, 1, kMaxSplits));
+}
+
+void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
+                     Tensor& out, DeviceScratch& scratch, cudaStream_t stream, AttentionKernel kernel, int splits) {
+  check_device_tensor(q, "q");
+  check_device_tensor(out, "out");
+  LB_CHECK(table != nullptr, "cuda attention: null key table");
+  LB_CHECK(block >= 0 && num_heads >= 1 && head_dim >= 1,
+           "cuda attention: bad block ({}), num_heads ({}) or head_dim ({})", block, num_heads, head_dim);
+  LB_CHECK(out.dtype() == q.dtype(), "cuda attention: q is {} but out is {}", dtype_name(q.dtype()),
+           dtype_name(out.dtype()));
+  const int64_t row = int64_t{num_heads} * head_dim;
+  LB_CHECK(q.numel() % row == 0 && out.numel() == q.numel(),
+           "cuda attention: q {} and out {} must both be [nq, {}, {}]", q.describe(), out.describe(), num_heads,
+           head_dim);
+  LB_CHECK(!overlaps(out, q), "cuda attention: out overlaps q");
+  const int64_t nq = q.numel() / row;
+  LB_CHECK(nq <= std::numeric_limits<int32_t>::max() / 2, "cuda attention: {} queries is too many", nq);
+  LB_CHECK(splits >= 0 && splits <= 65535, "cuda attention: splits must be in [0, 65535], got {}", splits);
+  if (nq == 0) return;
+  // Pages are 16-byte aligned by construction (kv_table.h), so only q/out matter.
+  kernel = resolve(kernel, q.dtype(), head_dim, aligned(q.data(), 4) && aligned(out.data(), 4));
+  if (kernel == AttentionKernel::Naive) splits = 1;
+  if (splits == 0) splits = attention_paged_splits(kernel, nq, num_heads);
+  check_launch_size(nq, num_heads, splits);
+
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    auto a = make_args<T>(q, out, 1, static_cast<int32_t>(nq), num_heads, head_dim);
+    a.splits = splits;
+    a.zero_fill_src = table;  // device_malloc'd: 256-byte aligned
+    if (splits > 1) {
+      const int64_t per_split = nq * num_heads;
+      auto* p = scratch.get_as<float>(int64_t{splits} * per_split * (head_dim + 1));
+      a.part_o = p;
+      a.part_lse = p + int64_t{splits} * per_split * head_dim;
+    }
+    const PagedKeys<T> keys{table, block, head_dim};
+    attn::launch_attention(kernel, a, keys, stream);
+  };
+  if (q.dtype() == DType::BF16) {
+    run(bf16{});
+  } else {
+    run(float{});
+  }
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,313 @@
+#include "backend/cuda/kv/cuda_kv_cache.h"
+
+#include "backend/cuda/attention/attention_launch.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kv/kv_append.h"
+#include "core/error.h"
+#include "core/half.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace lingbot::cuda {
+
+namespace {
+
+// Dense layout: pages per chunk so that a chunk holds about this much per
+// block (f32), like the CPU dense store's slabs.
+constexpr int64_t kDenseChunkBytes = int64_t{4} << 20;
+
+int32_t dense_pages_per_chunk(const kv::CacheConfig& config, const kv::TokenLayout& tokens) {
+  const kv::WindowPolicy window(config, tokens);
+  const int64_t page_size = window.evicts() ? tokens.tokens_per_frame() : kv::PagePlanner::kStreamOnlyPageSize;
+  const int64_t page_bytes_f32 = 2 * page_size * tokens.row_floats() * 4;
+  return static_cast<int32_t>(std::clamp<int64_t>(kDenseChunkBytes / page_bytes_f32, 1, 64));
+}
+
+}  // namespace
+
+std::unique_ptr<kv::KvCache> make_cuda_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
+                                                const kv::TokenLayout& tokens, int num_blocks, cudaStream_t stream,
+                                                KernelStream kernel_stream) {
+  kv::validate(config);
+  kv::validate(tokens);
+  LB_CHECK(num_blocks >= 1, "kv cache: num_blocks must be >= 1, got {}", num_blocks);
+  return std::make_unique<CudaKvCache>(layout, config, tokens, num_blocks, stream, std::move(kernel_stream));
+}
+
+CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const kv::TokenLayout& tokens,
+                         int num_blocks, cudaStream_t stream, KernelStream kernel_stream)
+    : layout_(layout),
+      config_(config),
+      tokens_(tokens),
+      stream_(stream),
+      kernel_stream_(std::move(kernel_stream)),
+      steps_(num_blocks),
+      table_(stream),
+      scratch_(stream, "kv cache attention splits") {
+  kv::validate(config);
+  kv::validate(tokens);
+  // Paged: upstream's page layout. Dense: whole frames in pages (the dense
+  // semantics, one page per listed frame), in larger chunks.
+  kv::CacheConfig planner_config = config;
+  if (layout == kv::Layout::Dense) planner_config.pool_growth_pages = dense_pages_per_chunk(config, tokens);
+  pages_per_chunk_ = planner_config.pool_growth_pages;
+  planner_ = std::make_unique<kv::PagePlanner>(
+      planner_config, tokens, layout == kv::Layout::Paged ? kv::PageRouting::Upstream : kv::PageRouting::WholeFrames);
+  page_size_ = planner_->page_size();
+  LB_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+}
+
+CudaKvCache::~CudaKvCache() {
+  // Kernels on either stream may still read the pages (the kernel stream
+  // is not asked for: its owner may be gone already).
+  (void)cudaDeviceSynchronize();
+  for (char* c : chunks_) device_free(c);
+  if (uploaded_) cudaEventDestroy(uploaded_);
+}
+
+void CudaKvCache::synchronize() const {
+  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (kernel_stream() != stream_) LB_CUDA_CHECK(cudaStreamSynchronize(kernel_stream()));
+}
+
+// ---- the planner of the layout ------------------------------------------------
+
+const kv::StepPlan& CudaKvCache::planner_begin(int num_frames, bool store) {
+  return planner_->begin_step(num_frames, store);
+}
+void CudaKvCache::planner_end() { planner_->end_step(); }
+const kv::StepPlan& CudaKvCache::planner_plan() const { return planner_->plan(); }
+kv::PageTable CudaKvCache::planner_stored_table() const { return planner_->stored_table(); }
+const kv::WindowPolicy& CudaKvCache::planner_window() const { return planner_->window(); }
+
+// ---- memory -------------------------------------------------------------------
+
+int64_t CudaKvCache::row_bytes() const {
+  return dtype_ ? tokens_.row_floats() * static_cast<int64_t>(dtype_size(*dtype_)) : 0;
+}
+int64_t CudaKvCache::page_bytes() const { return 2 * int64_t{page_size_} * row_bytes(); }
+
+char* CudaKvCache::page_ptr(int32_t page) const {
+  return chunks_[static_cast<size_t>(page / pages_per_chunk_)] + int64_t{page % pages_per_chunk_} * page_bytes();
+}
+
+void CudaKvCache::ensure_chunks(int32_t pool_pages) {
+  LB_ASSERT(dtype_.has_value());
+  const int64_t chunk_bytes = int64_t{num_blocks()} * pages_per_chunk_ * page_bytes();
+  while (static_cast<int64_t>(chunks_.size()) * pages_per_chunk_ < pool_pages) {
+    check_not_capturing(stream_, "growing the kv cache");
+    chunks_.push_back(static_cast<char*>(device_malloc(static_cast<size_t>(chunk_bytes), "kv cache pages")));
+    bytes_reserved_ += chunk_bytes;
+    // A TMA map per chunk (bf16 pages that hold a whole tile), or none at all.
+    if (*dtype_ == DType::BF16 && (chunks_.size() == 1 || !tensor_maps_.empty())) {
+      const KvChunkGeometry geometry{chunks_.back(), int64_t{2} * num_blocks() * pages_per_chunk_, page_size_,
+                                     tokens_.num_heads, tokens_.head_dim};
+      if (auto map = kv_chunk_tensor_map(geometry, attn::kWsPagedKeyTile)) {
+        tensor_maps_.push_back(*map);
+      } else {
+        tensor_maps_.clear();
+      }
+    }
+  }
+}
+
+void CudaKvCache::upload_step() {
+  const kv::StepPlan& plan = planner_plan();
+  ensure_chunks(plan.pool_pages);
+  const int64_t rb = row_bytes();
+
+  std::vector<DeviceRowMove> moves;
+  for (const RowMove& m : row_moves(plan)) {
+    DeviceRowMove d{};
+    d.dst = page_ptr(m.dst_page) + int64_t{m.dst_slot} * rb;
+    if (m.src_page >= 0) {
+      d.src = page_ptr(m.src_page) + m.src * rb;
+    } else {
+      d.src = nullptr;
+      d.src_row = m.src;
+    }
+    moves.push_back(d);
+  }
+  std::vector<char*> pages;
+  pages.reserve(plan.visible.page_ids.size());
+  for (int32_t id : plan.visible.page_ids) pages.push_back(page_ptr(id));
+  const bool tma = tma_enabled_ && tensor_maps_.size() == chunks_.size() && !chunks_.empty();
+
+  const int64_t num_keys = plan.visible.num_tokens();
+  LB_CHECK(num_keys <= std::numeric_limits<int32_t>::max() && moves.size() <= size_t{1} << 30,
+           "kv cache: {} visible keys is more than the GPU kernels index", num_keys);
+  KvTableHeader h;
+  h.num_keys = static_cast<int32_t>(num_keys);
+  h.num_pages = plan.visible.num_pages();
+  h.page_size = page_size_;
+  h.num_moves = static_cast<int32_t>(moves.size());
+  h.page_div = FastDiv::make(page_size_);
+  h.row_bytes = rb;
+  h.v_offset = int64_t{page_size_} * rb;
+  h.block_stride = int64_t{pages_per_chunk_} * page_bytes();
+  h.pages_per_chunk = pages_per_chunk_;
+  h.tma_box_rows = attn::kWsPagedKeyTile;
+  h.num_tensor_maps = tma ? static_cast<int32_t>(tensor_maps_.size()) : 0;
+  if (tma) {
+    table_.upload(h, pages, moves, plan.visible.page_ids, tensor_maps_);
+  } else {
+    table_.upload(h, pages, moves);
+  }
+  step_uploaded_ = true;
+}
+
+// ---- the step protocol ------------------------------------------------------------
+
+void CudaKvCache::begin_step(int num_frames, bool store) {
+  steps_.check_begin(num_frames);
+  planner_begin(num_frames, store);
+  steps_.begin(num_frames, store);
+  step_uploaded_ = false;
+  if (dtype_) upload_step();  // else at the first append, which fixes the dtype
+}
+
+void CudaKvCache::check_rows(const Tensor& t, int64_t rows, const char* what) const {
+  LB_CHECK(t.defined(), "kv cache: {} is an undefined tensor", what);
+  LB_CHECK(t.device() == Device::CUDA, "kv cache: {} must be on the GPU, got {}", what, t.describe());
+  LB_CHECK(t.dtype() == DType::BF16 || t.dtype() == DType::F32, "kv cache: {} must be bfloat16 or float32, got {}",
+           what, t.describe());
+  const bool shape_ok = (t.ndim() == 3 && t.dim(1) == tokens_.num_heads && t.dim(2) == tokens_.head_dim) ||
+                        (t.ndim() == 2 && t.dim(1) == tokens_.row_floats());
+  LB_CHECK(shape_ok && (rows < 0 || t.dim(0) == rows), "kv cache: {} must be [{}, {}, {}], got {}", what,
+           rows < 0 ? std::string("n") : std::to_string(rows), tokens_.num_heads, tokens_.head_dim, t.describe());
+}
+
+void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
+  steps_.check_append(block);
+  const int64_t rows = int64_t{steps_.num_frames()} * tokens_.tokens_per_frame();
+  check_rows(k, rows, "append: k");
+  check_rows(v, rows, "append: v");
+  LB_CHECK(k.dtype() == v.dtype(), "kv cache: append: k is {} but v is {}", dtype_name(k.dtype()),
+           dtype_name(v.dtype()));
+  LB_CHECK(!dtype_ || *dtype_ == k.dtype(), "kv cache: append: the cache stores {}, got {} (reset to change)",
+           dtype_name(*dtype_), dtype_name(k.dtype()));
+  if (!dtype_) dtype_ = k.dtype();
+  const cudaStream_t stream = kernel_stream();
+  if (!step_uploaded_) {
+    // The first step since construction or reset (the dtype was unknown
+    // until now): the upload goes to the home stream, which the kernels'
+    // stream then waits for.
+    upload_step();
+    if (stream != stream_) {
+      LB_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+      LB_CUDA_CHECK(cudaStreamWaitEvent(stream, uploaded_, 0));
+    }
+  }
+
+  const int unit = kv_append_unit_bytes(row_bytes(), reinterpret_cast<uintptr_t>(k.data()),
+                                        reinterpret_cast<uintptr_t>(v.data()));
+  LB_CHECK(unit >= 2, "kv cache: append: k {} at {} and v {} at {} must be at least 2-byte aligned (block {})",
+           k.describe(), k.data(), v.describe(), v.data(), block);
+  launch_kv_append(table_.device(), block, k.data(), v.data(), unit, stream);
+  steps_.mark_appended(block);
+}
+
+void CudaKvCache::attend(int block, const Tensor& q, Tensor& out) {
+  steps_.check_attend(block);
+  check_rows(q, -1, "attend: q");
+  check_rows(out, q.dim(0), "attend: out");
+  LB_CHECK(q.dtype() == *dtype_ && out.dtype() == *dtype_, "kv cache: attend: q and out must be {} like the "
+           "cache, got {} and {}", dtype_name(*dtype_), dtype_name(q.dtype()), dtype_name(out.dtype()));
+  attention_paged(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_, kernel_stream(),
+                  kernel_, splits_);
+}
+
+void CudaKvCache::note_replayed_step() {
+  LB_CHECK(steps_.in_step(), "kv cache: note_replayed_step outside a step (call begin_step first)");
+  LB_CHECK(step_uploaded_ && dtype_.has_value(),
+           "kv cache: a replayed step needs a cache that has run a step eagerly since construction or reset");
+  for (int b = 0; b < num_blocks(); ++b) {
+    if (!steps_.appended(b)) steps_.mark_appended(b);
+  }
+}
+
+void CudaKvCache::end_step() {
+  steps_.check_end();
+  planner_end();
+  steps_.end();
+}
+
+void CudaKvCache::reset() {
+  synchronize();  // kernels may still read the pages
+  for (char* c : chunks_) device_free(c);
+  chunks_.clear();
+  tensor_maps_.clear();
+  bytes_reserved_ = 0;
+  dtype_.reset();
+  step_uploaded_ = false;
+  planner_->reset();
+  steps_.reset();
+}
+
+void CudaKvCache::set_attention(AttentionKernel kernel, int splits) {
+  LB_CHECK(splits >= 0, "kv cache: splits must be >= 0, got {}", splits);
+  kernel_ = kernel;
+  splits_ = splits;
+}
+
+// ---- inspection ---------------------------------------------------------------------
+
+std::pair<Tensor, Tensor> CudaKvCache::gather_visible(int block) const {
+  LB_CHECK(block >= 0 && block < num_blocks(), "kv cache: gather_visible: block {} out of range [0, {})", block,
+           num_blocks());
+  kv::PageTable table;
+  if (steps_.in_step()) {
+    steps_.check_attend(block);
+    table = planner_plan().visible;
+  } else {
+    table = planner_stored_table();
+  }
+  const int64_t n = dtype_ ? table.num_tokens() : 0;
+  Tensor k = Tensor::empty({n, tokens_.num_heads, tokens_.head_dim});
+  Tensor v = Tensor::empty({n, tokens_.num_heads, tokens_.head_dim});
+  if (n == 0) return {std::move(k), std::move(v)};
+
+  synchronize();
+  const int64_t rb = row_bytes();
+  const int64_t row = tokens_.row_floats();
+  const int64_t block_offset = int64_t{block} * pages_per_chunk_ * page_bytes();
+  std::vector<char> staging(static_cast<size_t>(int64_t{page_size_} * rb));
+  int64_t at = 0;  // token
+  for (int32_t i = 0; i < table.num_pages(); ++i) {
+    const int64_t len = table.page_len(i);
+    const char* page = page_ptr(table.page_ids[static_cast<size_t>(i)]) + block_offset;
+    for (int kv_index = 0; kv_index < 2; ++kv_index) {
+      LB_CUDA_CHECK(cudaMemcpy(staging.data(), page + kv_index * int64_t{page_size_} * rb,
+                               static_cast<size_t>(len * rb), cudaMemcpyDeviceToHost));
+      float* dst = (kv_index == 0 ? k : v).f32() + at * row;
+      if (*dtype_ == DType::F32) {
+        std::memcpy(dst, staging.data(), static_cast<size_t>(len * rb));
+      } else {
+        const auto* src = reinterpret_cast<const uint16_t*>(staging.data());
+        for (int64_t e = 0; e < len * row; ++e) dst[e] = bf16_to_f32(src[e]);
+      }
+    }
+    at += len;
+  }
+  return {std::move(k), std::move(v)};
+}
+
+kv::CacheStats CudaKvCache::stats() const {
+  kv::CacheStats s;
+  s.layout = layout_;
+  s.num_blocks = num_blocks();
+  s.frames_seen = steps_.frames_seen();
+  planner_window().report(s);
+  if (layout_ == kv::Layout::Paged) {  // page figures, as the CPU paged store reports them
+    planner_->report(s);
+    s.bytes_in_use = s.pages_in_use * page_bytes() * num_blocks();
+  } else {
+    s.bytes_in_use = s.visible_tokens * 2 * row_bytes() * num_blocks();
+  }
+  s.bytes_reserved = bytes_reserved_;
+  return s;
+}
+
+}  // namespace lingbot::cuda

@@ -1,0 +1,97 @@
+#include "output/npz_reader.h"
+
+#include "core/mapped_file.h"
+#include "checkpoint/zip_archive.h"
+
+#include <cstring>
+
+namespace lingbot::io {
+
+namespace {
+
+DType dtype_of_descr(const std::string& d, const std::string& name) {
+  if (d == "<f4") return DType::F32;
+  if (d == "<f8") return DType::F64;
+  if (d == "<f2") return DType::F16;
+  if (d == "<i8") return DType::I64;
+  if (d == "<i4") return DType::I32;
+  if (d == "<i2") return DType::I16;
+  if (d == "|i1") return DType::I8;
+  if (d == "|u1") return DType::U8;
+  if (d == "|b1") return DType::Bool;
+  fail("{}: unsupported npy dtype '{}'", name, d);
+}
+
+// The value of 'key' in the header dict, as the raw text up to the next ',' or '}' at depth 0.
+std::string dict_value(const std::string& header, const std::string& key, const std::string& name) {
+  const size_t k = header.find("'" + key + "'");
+  LB_CHECK(k != std::string::npos, "{}: npy header has no '{}'", name, key);
+  size_t p = header.find(':', k);
+  LB_CHECK(p != std::string::npos, "{}: malformed npy header", name);
+  ++p;
+  while (p < header.size() && header[p] == ' ') ++p;
+  int depth = 0;
+  size_t e = p;
+  for (; e < header.size(); ++e) {
+    const char c = header[e];
+    if (c == '(' || c == '[') ++depth;
+    else if (c == ')' || c == ']') --depth;
+    else if ((c == ',' || c == '}') && depth == 0) break;
+  }
+  return header.substr(p, e - p);
+}
+
+}  // namespace
+
+Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
+  LB_CHECK(size >= 10 && std::memcmp(data, "\x93NUMPY", 6) == 0, "{}: not an npy array", name);
+  const int major = data[6];
+  size_t header_len, offset;
+  if (major == 1) {
+    header_len = data[8] | (size_t{data[9]} << 8);
+    offset = 10;
+  } else {
+    LB_CHECK(size >= 12, "{}: truncated npy header", name);
+    header_len = data[8] | (size_t{data[9]} << 8) | (size_t{data[10]} << 16) | (size_t{data[11]} << 24);
+    offset = 12;
+  }
+  LB_CHECK(offset + header_len <= size, "{}: truncated npy header", name);
+  const std::string header(reinterpret_cast<const char*>(data + offset), header_len);
+  std::string descr = dict_value(header, "descr", name);
+  LB_CHECK(descr.size() >= 2, "{}: malformed descr", name);
+  descr = descr.substr(1, descr.size() - 2);
+  LB_CHECK(dict_value(header, "fortran_order", name) == "False", "{}: Fortran-order arrays are not supported", name);
+  const std::string shape_text = dict_value(header, "shape", name);
+  Shape shape;
+  for (size_t i = 0; i < shape_text.size();) {
+    if (std::isdigit(static_cast<unsigned char>(shape_text[i]))) {
+      size_t j = i;
+      while (j < shape_text.size() && std::isdigit(static_cast<unsigned char>(shape_text[j]))) ++j;
+      shape.push_back(std::stoll(shape_text.substr(i, j - i)));
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  const DType dtype = dtype_of_descr(descr, name);
+  Tensor t = Tensor::empty(shape, dtype);
+  LB_CHECK(offset + header_len + t.nbytes() <= size, "{}: {} bytes of data, shape {} needs {}", name,
+           size - offset - header_len, shape_str(shape), t.nbytes());
+  std::memcpy(t.data(), data + offset + header_len, t.nbytes());
+  return t;
+}
+
+std::map<std::string, Tensor> read_npz(const std::string& path) {
+  const auto file = MappedFile::open(path);
+  const ZipArchive zip(file->bytes(), path);
+  std::map<std::string, Tensor> out;
+  for (const ZipEntry& e : zip.entries()) {
+    std::string name = e.name;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
+    const std::vector<uint8_t> bytes = zip.read(e, uint64_t{1} << 40);
+    out.emplace(name, parse_npy(bytes.data(), bytes.size(), path + ":" + e.name));
+  }
+  return out;
+}
+
+}  // namespace lingbot::io

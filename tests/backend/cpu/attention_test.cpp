@@ -1,0 +1,152 @@
+// cpu::attention (both kernels) against the double-precision reference, over
+// many span layouts, shapes and score ranges; plus argument errors.
+#include "backend/cpu/attention.h"
+
+#include "kv/kv_test_support.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace lingbot;
+using namespace lingbot::cpu;
+
+namespace {
+
+struct Problem {
+  int64_t nq;
+  int heads, dim;
+  std::vector<int64_t> span_tokens;
+  float magnitude = 1.f;  // scales q and k: large values stress the online max
+};
+
+struct Data {
+  std::vector<float> q, k, v;
+  std::vector<KvSpan> spans;
+  double vmax = 0;
+};
+
+Data make(const Problem& p, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Data d;
+  const int64_t row = int64_t{p.heads} * p.dim;
+  int64_t nk = 0;
+  for (int64_t t : p.span_tokens) nk += t;
+  d.q.resize(static_cast<size_t>(p.nq * row));
+  d.k.resize(static_cast<size_t>(nk * row));
+  d.v.resize(static_cast<size_t>(nk * row));
+  for (float& x : d.q) x = normal(rng) * p.magnitude;
+  for (float& x : d.k) x = normal(rng) * p.magnitude;
+  for (float& x : d.v) {
+    x = normal(rng);
+    d.vmax = std::max(d.vmax, std::fabs(double{x}));
+  }
+  int64_t at = 0;
+  for (int64_t t : p.span_tokens) {
+    d.spans.push_back({d.k.data() + at * row, d.v.data() + at * row, t});
+    at += t;
+  }
+  return d;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double{a[i]} - b[i]));
+  return m;
+}
+
+void check(const Problem& p, detail::Kernel kernel, std::mt19937& rng) {
+  const Data d = make(p, rng);
+  const float scale = 1.f / std::sqrt(static_cast<float>(p.dim));
+  std::vector<float> out(d.q.size(), -1.f), ref(d.q.size(), -2.f);
+  detail::attention_with(kernel, d.q.data(), p.nq, d.spans, p.heads, p.dim, scale, out.data());
+  attention_reference(d.q.data(), p.nq, d.spans, p.heads, p.dim, scale, ref.data());
+  // fp32 roundoff (see kv_cache_property_test.cpp for the reasoning); scores
+  // of magnitude ~|q||k| scale*m^2*dim add a relative error ~ dim*u*|s| to
+  // the weights, hence the extra factor for large magnitudes.
+  const double score_scale = std::max(1.0, double{p.magnitude} * p.magnitude * std::sqrt(static_cast<double>(p.dim)));
+  const double tol = 2e-5 * d.vmax * score_scale;
+  EXPECT_LE(max_diff(out, ref), tol) << "nq=" << p.nq << " heads=" << p.heads << " dim=" << p.dim
+                                     << " spans=" << p.span_tokens.size() << " magnitude=" << p.magnitude
+                                     << " kernel=" << static_cast<int>(kernel);
+}
+
+}  // namespace
+
+TEST(Attention, BothKernelsMatchTheReference) {
+  std::mt19937 rng(5);
+  const std::vector<Problem> problems = {
+      {1, 1, 1, {1}},
+      {1, 16, 128, {300}},            // camera head shape: one query, head_dim 128
+      {5, 3, 5, {7, 0, 13}},          // odd head_dim, an empty span
+      {8, 2, 64, {64}},
+      {16, 2, 64, {63, 1, 65}},       // blocks that straddle spans
+      {17, 4, 16, {1, 1, 1, 100}},
+      {130, 2, 64, {200, 37}},        // a partial last query tile
+      {200, 1, 8, {5}},               // fewer keys than one block
+      {40, 2, 64, {500}, 4.f},        // scores up to ~100: online max must rescale correctly
+      {33, 2, 32, {250, 250}, 8.f},
+  };
+  for (const Problem& p : problems) {
+    check(p, detail::Kernel::Rows, rng);
+    check(p, detail::Kernel::Tiled, rng);
+    check(p, detail::Kernel::Auto, rng);
+  }
+}
+
+TEST(Attention, RandomShapes) {
+  std::mt19937 rng(11);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int cases = kv::test::iterations(200);
+  for (int n = 0; n < cases; ++n) {
+    Problem p;
+    p.nq = pick(1, 150);
+    p.heads = pick(1, 4);
+    const int dims[] = {1, 2, 7, 8, 16, 24, 64, 128};
+    p.dim = dims[pick(0, 7)];
+    const int spans = pick(1, 6);
+    for (int s = 0; s < spans; ++s) p.span_tokens.push_back(pick(0, 90));
+    if (p.span_tokens[0] == 0) p.span_tokens[0] = 1;
+    check(p, pick(0, 1) ? detail::Kernel::Tiled : detail::Kernel::Rows, rng);
+  }
+}
+
+TEST(Attention, ManyThreadsGiveTheSameResultAsOne) {
+  // Work items are independent, so the thread count must not change a bit.
+  std::mt19937 rng(3);
+  const Problem p{100, 4, 64, {300, 200}};
+  const Data d = make(p, rng);
+  std::vector<float> a(d.q.size()), b(d.q.size());
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  attention(d.q.data(), p.nq, d.spans, p.heads, p.dim, 0.125f, a.data());
+  omp_set_num_threads(std::max(2, saved));
+  attention(d.q.data(), p.nq, d.spans, p.heads, p.dim, 0.125f, b.data());
+  omp_set_num_threads(saved);
+  EXPECT_EQ(a, b);
+}
+
+TEST(Attention, NoKeysGivesZeros) {
+  std::vector<float> q(2 * 3 * 4, 1.f), out(q.size(), 7.f), ref(q.size(), 7.f);
+  attention(q.data(), 2, {}, 3, 4, 0.5f, out.data());
+  attention_reference(q.data(), 2, {}, 3, 4, 0.5f, ref.data());
+  for (float x : out) EXPECT_EQ(x, 0.f);
+  for (float x : ref) EXPECT_EQ(x, 0.f);
+}
+
+TEST(Attention, BadArgumentsAreErrors) {
+  std::vector<float> q(16, 0.f), out(16), k(16, 0.f);
+  const KvSpan good{k.data(), k.data(), 4};
+  const KvSpan negative{k.data(), k.data(), -1};
+  const KvSpan null_k{nullptr, k.data(), 2};
+  EXPECT_THROW(attention(q.data(), 1, {&good, 1}, 0, 4, 1.f, out.data()), Error);
+  EXPECT_THROW(attention(q.data(), 1, {&good, 1}, 4, 0, 1.f, out.data()), Error);
+  EXPECT_THROW(attention(q.data(), -1, {&good, 1}, 1, 4, 1.f, out.data()), Error);
+  EXPECT_THROW(attention(nullptr, 1, {&good, 1}, 1, 4, 1.f, out.data()), Error);
+  EXPECT_THROW(attention(q.data(), 1, {&negative, 1}, 1, 4, 1.f, out.data()), Error);
+  EXPECT_THROW(attention(q.data(), 1, {&null_k, 1}, 1, 4, 1.f, out.data()), Error);
+  EXPECT_THROW(attention_reference(q.data(), 1, {&null_k, 1}, 1, 4, 1.f, out.data()), Error);
+}

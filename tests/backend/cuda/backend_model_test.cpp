@@ -1,0 +1,139 @@
+// End to end on the GPU: the small LingBot-Map of tests/fixtures/model_small
+// (every part present, fixed random weights, 14 real frames, scale 3, window
+// 4, five KV-cache variants; see tests/model/parity_test.cpp) run by the CUDA
+// backend, bfloat16 aggregator and float32 (TF32) heads, against upstream's
+// float32 outputs, with the bars of issue 5 for the bf16 path: pose
+// encodings within 1e-2 and depth (and confidence) within 2e-2 relative per
+// tensor. Both cache layouts; they must also agree with each other.
+// Every error is printed, so a failure shows how far off each output is.
+#include "backend_test_support.h"
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "model/streaming_model.h"
+#include "small_model_fixture.h"
+#include "test_support.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace lingbot::cuda::backend_test {
+namespace {
+
+constexpr double kPoseBar = 1e-2;
+constexpr double kDepthBar = 2e-2;
+
+std::string fixture(const std::string& name) { return lingbot::test::small_fixture(name); }
+using lingbot::test::read_json;
+
+// pose_enc, pose_enc_iter and the depth maps the variant's reference holds.
+std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
+                                         int H, int W, int pipeline_depth = 0) {
+  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, layout);
+  options.pipeline_depth = pipeline_depth;
+  StreamingModel model(gpu(), weights, config, options);
+  const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
+
+  std::map<std::string, Tensor> out;
+  const int64_t S = static_cast<int64_t>(results.size());
+  const int64_t iters = static_cast<int64_t>(results.at(0).pose_enc_iterations.size());
+  Tensor pose = Tensor::empty({S, 9}), pose_iter = Tensor::empty({S, iters, 9});
+  for (int64_t i = 0; i < S; ++i) {
+    const FrameResult& r = results[static_cast<size_t>(i)];
+    std::copy_n(r.pose_enc.data(), 9, pose.f32() + i * 9);
+    for (int64_t it = 0; it < iters; ++it)
+      std::copy_n(r.pose_enc_iterations[static_cast<size_t>(it)].data(), 9, pose_iter.f32() + (i * iters + it) * 9);
+  }
+  out["pose_enc"] = pose;
+  out["pose_enc_iter"] = pose_iter;
+  if (variant["name"] == "default") {
+    Tensor depth = Tensor::empty({S, H, W}), conf = Tensor::empty({S, H, W});
+    for (int64_t i = 0; i < S; ++i) {
+      std::copy_n(results[static_cast<size_t>(i)].depth.f32(), H * W, depth.f32() + i * H * W);
+      std::copy_n(results[static_cast<size_t>(i)].depth_conf.f32(), H * W, conf.f32() + i * H * W);
+    }
+    out["depth"] = depth;
+    out["depth_conf"] = conf;
+  } else {
+    for (int fr : variant["depth_frames"]) {
+      out["depth_f" + std::to_string(fr)] = results.at(static_cast<size_t>(fr)).depth;
+      out["depth_conf_f" + std::to_string(fr)] = results.at(static_cast<size_t>(fr)).depth_conf;
+    }
+  }
+  return out;
+}
+
+// The manifest's entry for one variant (null if none has that name).
+nlohmann::json variant_named(const nlohmann::json& manifest, const std::string& name) {
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == name) return v;
+  return nullptr;
+}
+
+class CudaBackendModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  const nlohmann::json variant = variant_named(manifest, GetParam());
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
+  const int H = manifest["height"], W = manifest["width"];
+
+  std::map<std::string, Tensor> by_layout[2];
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W);
+    for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
+      const Tensor theirs = reference.at(name).to_dtype(DType::F32);
+      ASSERT_EQ(ours.numel(), theirs.numel()) << name;
+      const double err = lingbot::test::relative_error(ours, theirs);
+      const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
+      EXPECT_LT(err, bar) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
+      std::printf("  cuda %-24s %-6s %-16s vs upstream fp32 %.3g (bar %.0e)\n", GetParam().c_str(),
+                  std::string(kv::layout_name(layout)).c_str(), name.c_str(), err, bar);
+    }
+  }
+  // Same keys in another order; in bf16 the rounding of the attention
+  // outputs differs, so the layouts agree to well within the bars only.
+  for (const auto& [name, dense] : by_layout[0]) {
+    const double err = lingbot::test::relative_error(by_layout[1].at(name), dense);
+    EXPECT_LT(err, 0.5 * (name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar)) << GetParam() << ": paged vs dense "
+                                                                               << name;
+  }
+}
+
+// Deferred heads (pipeline depth 2: a frame's heads run as a side branch of
+// the next frame's captured step, the camera head's KV cache on the side
+// stream) give the results of the in-order steps (depth 0). Both run the
+// same kernels on the same data, so they agree to float32 rounding.
+TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  const nlohmann::json variant = variant_named(manifest, GetParam());
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const int H = manifest["height"], W = manifest["width"];
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    const auto in_order = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W, 0);
+    const auto deferred = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W, 2);
+    for (const auto& [name, want] : in_order) {
+      const double err = lingbot::test::relative_error(deferred.at(name), want);
+      EXPECT_LT(err, 1e-5) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
+      std::printf("  cuda %-24s %-6s %-16s deferred heads vs in order %.3g\n", GetParam().c_str(),
+                  std::string(kv::layout_name(layout)).c_str(), name.c_str(), err);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SmallModel, CudaBackendModel,
+                         ::testing::Values("default", "keyframe2", "camera_only", "no_cross_frame_special",
+                                           "no_scale_frames_in_cache"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace lingbot::cuda::backend_test
