@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Per-kernel time of one streaming frame, from Nsight Compute's CSV.
 
-Run on the GPU machine (round 16 and later):
+On the GPU machine `tools/device/gpu_check.sh --kernel-profile` runs it;
+by hand:
 
-  ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \\
-      build-device/bin/lingbot-map bench --device cuda --frames 10 ... > ncu.csv
+  ncu --clock-control none --launch-skip 7000 --metrics gpu__time_duration.sum \\
+      --csv --page raw build-device/bin/lingbot-map bench --device cuda --frames 10 ... > ncu.csv
   tools/device/kernel_profile.py ncu.csv
 
 ncu serialises the kernels and times each alone, so the sum is the frame's

@@ -1,47 +1,70 @@
 #!/usr/bin/env bash
-# GPU machine: the official architecture on the CPU path, against upstream.
-# Carry: .upstream (upstream package + courthouse frames) and .deps (Debian
-# packages the Ubuntu image lacks). Writes $OUT/results.txt and
-# $OUT/checkpoint_fixtures.tar.
+# The CPU path on the GPU machine's CPU, from the repository root: the
+# official architecture (random weights, written by torch.save) against
+# upstream PyTorch on the same weights and frames, for parity and for speed;
+# the small config's speed; and the torch.save fixtures of the checkpoint
+# reader (tools/reference/make_checkpoint_fixtures.py). Carry .upstream and
+# .deps (tools/device/README.md). Results: $OUT/summary.txt,
+# $OUT/logs.tar.gz, $OUT/checkpoint_fixtures.tar.
+#
+#   bash tools/device/official_cpu_check.sh        THREADS=N (default 16) for both sides
+#
+# OpenBLAS picks its kernels for the CPU it detects when it is loaded; the
+# summary shows its choice (OPENBLAS_VERBOSE=2). Debian's 0.3.21 does not
+# know the GPU machine's Xeon and falls back to its Prescott kernels, which
+# is why our CPU path is ~3x slower than PyTorch there (docs/PERF.md).
+# OPENBLAS_CORETYPE=SkylakeX (or Haswell) in the environment overrides the
+# choice and passes through to every run.
 set -uo pipefail
-export PYTHONPATH=$PWD/.upstream:$PWD/tools/reference PYTHONUNBUFFERED=1
-R=$OUT/results.txt
-log() { echo "== $*" | tee -a $R; }
+source tools/device/device_lib.sh
+device_begin official_cpu_check
 T=${THREADS:-16}
 
-log "deps + build (CPU only)"
-mkdir -p /tmp/deps && for f in .deps/debs/*.deb; do dpkg -x "$f" /tmp/deps; done
-cmake -S . -B /tmp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF \
-  -DLINGBOT_BENCH=OFF -DCMAKE_PREFIX_PATH=/tmp/deps/usr > /tmp/cmake.log 2>&1 || { tail -30 /tmp/cmake.log | tee -a $R; exit 1; }
-ninja -C /tmp/build lingbot-map > /tmp/ninja.log 2>&1 || { tail -40 /tmp/ninja.log | tee -a $R; exit 1; }
+log "official architecture on the CPU, $T threads"
+environment
+deps
+log "build (CPU only)"
+configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=OFF ||
+  { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
+build /tmp/build-cpu "$W/build.log" lingbot-map || exit 1
+CLI=/tmp/build-cpu/bin/lingbot-map
 
 log "torch.save fixtures for the checkpoint reader"
-python3 tools/reference/make_checkpoint_fixtures.py /tmp/ckfix >> $R 2>&1 && tar -C /tmp -cf $OUT/checkpoint_fixtures.tar ckfix
+python3 tools/reference/make_checkpoint_fixtures.py /tmp/ckfix > "$W/checkpoint_fixtures.log" 2>&1 &&
+  tar -C /tmp -cf "$OUT/checkpoint_fixtures.tar" ckfix
+note "rc=$?"
 
-log "upstream: official architecture, random weights, checkpoint + frames + GPU fp32 reference"
-python3 tools/reference/official_reference.py --images .upstream/data/courthouse --frames 11 \
-  --save-checkpoint /tmp/official.pt --frames-out /tmp/frames --reference-out /tmp/ref.npz 2>&1 | grep -v Warning | tee -a $R
+log "upstream: official architecture, random weights: checkpoint, frames, fp32 reference"
+reference_start
+reference_wait
+keep
 
-log "lingbot-map inspect (official-size torch.save file)"
-/usr/bin/time -v /tmp/build/bin/lingbot-map inspect /tmp/official.pt > /tmp/inspect.txt 2>&1
-grep -E "checkpoint,|model parameters|matches|does not fit|loaded in|Maximum resident|Elapsed" /tmp/inspect.txt | tee -a $R
+log "lingbot-map inspect (the official-size torch.save file)"
+/usr/bin/time -v "$CLI" inspect /tmp/official.pt > "$W/inspect.txt" 2>&1
+grep -E "checkpoint,|model parameters|matches|does not fit|loaded in|Maximum resident|Elapsed" "$W/inspect.txt" | tee -a "$S"
 
 log "lingbot-map run on the CPU ($T threads), then parity with upstream"
-/usr/bin/time -v /tmp/build/bin/lingbot-map run --model /tmp/official.pt --images /tmp/frames --image-size 504 \
-  --device cpu --threads $T --out /tmp/ours > /tmp/run.txt 2>&1
-grep -E "frames|Maximum resident|error" /tmp/run.txt | tee -a $R
-python3 tools/reference/compare_outputs.py /tmp/ours/predictions.npz /tmp/ref.npz 2>&1 | tee -a $R
+/usr/bin/time -v "$CLI" run --model /tmp/official.pt --images /tmp/frames --image-size 504 \
+  --device cpu --threads "$T" --out /tmp/ours_cpu > "$W/run.txt" 2>&1
+grep -E "frames|Maximum resident|error" "$W/run.txt" | tee -a "$S"
+python3 tools/reference/compare_outputs.py /tmp/ours_cpu/predictions.npz /tmp/ref.npz 2>&1 | tee -a "$S"
+keep
 
-log "CPU speed, official architecture 378x504, 11 frames, $T threads: upstream, then ours"
+log "CPU speed, official architecture, 378 x 504, 11 frames, $T threads: upstream, then ours"
 python3 tools/reference/official_reference.py --images .upstream/data/courthouse --frames 11 \
-  --load-checkpoint /tmp/official.pt --cpu-timing /tmp/up_off.json --cpu-threads $T 2>&1 | grep "upstream cpu" | tee -a $R
-/tmp/build/bin/lingbot-map bench --device cpu --threads $T --frames 11 --height 378 --width 504 2>&1 | tee -a $R
+  --load-checkpoint /tmp/official.pt --cpu-timing "$W/upstream_official.json" --cpu-threads "$T" 2>&1 |
+  grep "upstream cpu" | tee -a "$S"
+OPENBLAS_VERBOSE=2 "$CLI" bench --device cpu --threads "$T" --frames 11 --height 378 --width 504 \
+  > "$W/bench_official.txt" 2>&1
+grep -E -i "^ *core|phase 1|steady-state|peak RSS" "$W/bench_official.txt" | tee -a "$S"
+keep
 
-log "CPU speed, small config 126x70, 14 frames, $T threads: upstream, then ours"
-S=tests/fixtures/model_small
-python3 tools/reference/official_reference.py --config $S/config.json --load-checkpoint $S/weights.pt \
+log "CPU speed, small config, 126 x 70, 14 frames, $T threads: upstream, then ours"
+small=tests/fixtures/model_small
+python3 tools/reference/official_reference.py --config "$small/config.json" --load-checkpoint "$small/weights.pt" \
   --images .upstream/data/courthouse --frames 14 --height 70 --width 126 --num-scale 3 \
-  --cpu-timing /tmp/up_small.json --cpu-threads $T 2>&1 | grep "upstream cpu" | tee -a $R
-/tmp/build/bin/lingbot-map bench --config $S/config.json --device cpu --threads $T --frames 14 --height 70 \
-  --width 126 2>&1 | tee -a $R
-log done
+  --cpu-timing "$W/upstream_small.json" --cpu-threads "$T" 2>&1 | grep "upstream cpu" | tee -a "$S"
+"$CLI" bench --config "$small/config.json" --device cpu --threads "$T" --frames 14 --height 70 --width 126 \
+  > "$W/bench_small.txt" 2>&1
+grep -E "phase 1|steady-state|peak RSS" "$W/bench_small.txt" | tee -a "$S"
+log "done"

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""The wgmma-ws attention kernels' loops in a cuobjdump -sass listing
-(usage: sass_loops.py LISTING; round 40 made one on the GPU machine): for
-each kernel, every backward branch whose body holds HGMMA instructions,
-with its length and the most frequent opcodes (R2UR counts show
-descriptors built per thread instead of in uniform registers), and the
-spill instructions (STL/LDL) with their addresses."""
+"""The wgmma-ws attention kernels' loops in a cuobjdump -sass listing.
+
+Usage: sass_loops.py LISTING, where LISTING is `cuobjdump -sass` of the
+object that holds the kernels (gpu_check.sh --sass finds it in the build
+tree and runs this). For each kernel: every backward branch whose body
+holds HGMMA instructions (a main loop), with its length and its most
+frequent opcodes, and the spill instructions (STL/LDL) with their
+addresses. Many R2UR in a loop mean that the wgmma descriptors are built
+per thread instead of staying in uniform registers, which costs issue
+slots in the consumers' critical phase."""
 import re
 import sys
 
