@@ -41,7 +41,7 @@ inline bool hopper() {
 #define LB_REQUIRE_GPU()                                                                      \
   do {                                                                                        \
     if (!::lingbot::cuda::test::gpu_available())                                             \
-      GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine (tools/device/cuda_checks.sh)"; \
+      GTEST_SKIP() << "no CUDA device: GPU tests run on the GPU machine (tools/device/gpu_check.sh)"; \
   } while (0)
 
 // Device tensor of `shape`, uninitialised (device_malloc; freed with the tensor).
