@@ -27,3 +27,21 @@ function(lingbot_check_library_pair name source)
   endif()
   message(STATUS "${name}: ${run_log} (${arg_LIBRARIES})")
 endfunction()
+
+# libjpeg-turbo keeps jconfig.h (which fixes the ABI version) in the
+# multiarch include folder, and FindJPEG looks for jpeglib.h only: another
+# installation's jconfig.h further along the compiler's search path (a
+# system folder, CPATH) can then stand in for this one's. Take it from the
+# library's own prefix, ahead of the rest.
+macro(lingbot_jpeg_config_beside_library)
+  list(GET JPEG_LIBRARIES 0 jpeg_lib)
+  get_filename_component(jpeg_prefix "${jpeg_lib}" DIRECTORY)
+  string(REGEX REPLACE "/lib(/${CMAKE_LIBRARY_ARCHITECTURE})?$" "" jpeg_prefix "${jpeg_prefix}")
+  find_path(JPEG_CONFIG_INCLUDE jconfig.h
+            PATHS ${jpeg_prefix}/include/${CMAKE_LIBRARY_ARCHITECTURE} ${jpeg_prefix}/include NO_DEFAULT_PATH)
+  if(JPEG_CONFIG_INCLUDE)
+    list(PREPEND JPEG_INCLUDE_DIRS ${JPEG_CONFIG_INCLUDE})
+    list(REMOVE_DUPLICATES JPEG_INCLUDE_DIRS)
+    set_property(TARGET JPEG::JPEG PROPERTY INTERFACE_INCLUDE_DIRECTORIES ${JPEG_INCLUDE_DIRS})
+  endif()
+endmacro()
