@@ -52,8 +52,8 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
 // One block per output row (plane, oy), threads along the row: the row's
 // source rows and weights are worked out once per block, and every thread
 // has several independent outputs (a grid-stride loop over rows would leave
-// each thread a long chain of dependent iterations: 150 us for the DPT
-// head's 97 MB full-resolution output, against ~40 us to write it).
+// each thread a long chain of dependent iterations, several times slower
+// than writing the DPT head's 97 MB full-resolution output needs).
 __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float* __restrict__ add, int64_t add_planes,
                                        float* __restrict__ out, int64_t rows, int64_t ih, int64_t iw, int64_t oh,
                                        int64_t ow, float scale_h, float scale_w) {

@@ -101,7 +101,7 @@ inline int wgmma_ws_query_rows(int consumers) { return 64 * consumers; }
 // box of the cache's TMA tensor maps (tensor_map.h) is one such tile.
 constexpr int kWsPagedKeyTile = 192;
 int attention_wgmma_ws_ctas_per_sm(int consumers);
-constexpr int kMmaQueryRows = 128;  // queries per CTA of the mma.sync and wgmma v1 kernels
+constexpr int kMmaQueryRows = 128;  // queries per CTA of the mma.sync kernel
 constexpr int kMmaKeyTile = 64;     // keys per shared-memory tile
 
 // The grid of the tensor-core kernels: (groups x tiles of `query_rows`
