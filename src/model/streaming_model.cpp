@@ -1,5 +1,6 @@
 #include "model/streaming_model.h"
 
+#include "core/log.h"
 #include "core/profiler.h"
 #include "model/aggregator.h"
 #include "model/camera_head.h"
@@ -16,6 +17,28 @@
 #include <iterator>
 
 namespace lingbot {
+
+namespace {
+
+// A frame whose outputs hold NaN or infinity (damaged input, or weights
+// outside what the model was trained for) is named once, so that it cannot
+// pass silently into the written results; the writers skip such points.
+void warn_if_not_finite(const FrameResult& r) {
+  const bool pose_ok = std::all_of(r.pose_enc.begin(), r.pose_enc.end(), [](float x) { return std::isfinite(x); });
+  int64_t bad_depth = 0;
+  if (r.depth.numel() > 0) {
+    const float* d = r.depth.f32();
+    for (int64_t k = 0; k < r.depth.numel(); ++k) bad_depth += std::isfinite(d[k]) ? 0 : 1;
+  }
+  if (pose_ok && bad_depth == 0) return;
+  if (!pose_ok) {
+    log_warn("frame {}: the predicted camera is not finite (pose_enc holds NaN or infinity)", r.index);
+  } else {
+    log_warn("frame {}: {} of {} depth values are not finite", r.index, bad_depth, r.depth.numel());
+  }
+}
+
+}  // namespace
 
 StreamOptions StreamOptions::from_config(const ModelConfig& c) {
   StreamOptions o;
@@ -309,6 +332,7 @@ std::vector<FrameResult> StreamingModel::complete(const LandedStep& step) {
       }
       unproject_depth(r.camera, depth, H, W, r.world_points.f32());
     }
+    warn_if_not_finite(r);
   }
   return results;
 }

@@ -2,6 +2,10 @@
 
 #include "model/checkpoint_check.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <utility>
 
@@ -27,6 +31,29 @@ Tensor scale_rows(const Tensor& src, const Tensor& gain, const std::string& name
   return out;
 }
 
+// The index of the first NaN or infinity in a float tensor on the CPU, or
+// -1. A NaN weight would run to the end and write NaN cameras and points
+// without a word; a trained checkpoint never holds one, so a file that
+// does is damaged. 16-bit floats are tested on their bits (all-ones
+// exponent), without converting.
+int64_t first_non_finite(const Tensor& t) {
+  const int64_t n = t.numel();
+  int64_t first = n;
+  if (t.dtype() == DType::F32) {
+    const float* x = static_cast<const float*>(t.data());
+#pragma omp parallel for reduction(min : first) schedule(static) if (n >= (1 << 20))
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[i])) first = std::min(first, i);
+  } else if (t.dtype() == DType::BF16 || t.dtype() == DType::F16) {
+    const uint16_t exponent = t.dtype() == DType::BF16 ? 0x7F80 : 0x7C00;
+    const uint16_t* x = static_cast<const uint16_t*>(t.data());
+#pragma omp parallel for reduction(min : first) schedule(static) if (n >= (1 << 20))
+    for (int64_t i = 0; i < n; ++i)
+      if ((x[i] & exponent) == exponent) first = std::min(first, i);
+  }
+  return first == n ? -1 : first;
+}
+
 }  // namespace
 
 std::string DeviceWeights::folded_gain(const std::string& name) {
@@ -48,6 +75,11 @@ DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const
   LB_CHECK(check.ok(), "{}", check.summary(state.source()));
   for (const ExpectedTensor& e : expected_parameters(config)) {
     const Tensor& src = state.at(e.name);
+    if (const int64_t bad = first_non_finite(src); bad >= 0) {
+      const float value = src.to_dtype(DType::F32).f32()[bad];
+      fail("{}: tensor '{}' holds a non-finite value ({}) at element {} of {}: the checkpoint is damaged",
+           state.source(), e.name, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf", bad, src.describe());
+    }
     const DType dtype = stored_in_compute_dtype(e.name, src) ? backend.compute_dtype() : DType::F32;
     const std::string gain = folded_gain(e.name);
     Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, state.at(gain), e.name), dtype);

@@ -3,6 +3,7 @@
 #include "core/error.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -23,6 +24,10 @@ PlyWriter::~PlyWriter() {
 }
 
 void PlyWriter::add(float x, float y, float z, uint8_t r, uint8_t g, uint8_t b) {
+  if (!std::isfinite(x) || !std::isfinite(y) || !std::isfinite(z)) {
+    ++skipped_;
+    return;
+  }
   unsigned char rec[kRecord];
   std::memcpy(rec, &x, 4);
   std::memcpy(rec + 4, &y, 4);

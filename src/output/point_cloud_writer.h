@@ -16,8 +16,11 @@ class PlyWriter {
   PlyWriter(const PlyWriter&) = delete;
   PlyWriter& operator=(const PlyWriter&) = delete;
 
+  // A point with a non-finite coordinate is not written (counted instead):
+  // a PLY reader would take NaN for a position.
   void add(float x, float y, float z, uint8_t r, uint8_t g, uint8_t b);
   int64_t points() const { return count_; }
+  int64_t skipped_non_finite() const { return skipped_; }
   void finish();  // writes `path`; throws on I/O errors
 
  private:
@@ -25,6 +28,7 @@ class PlyWriter {
   std::string temp_path_;
   FILE* temp_ = nullptr;
   int64_t count_ = 0;
+  int64_t skipped_ = 0;
 };
 
 }  // namespace lingbot::io

@@ -53,6 +53,12 @@ TumTrajectoryWriter::~TumTrajectoryWriter() {
 }
 
 void TumTrajectoryWriter::add(double t, const std::array<std::array<double, 4>, 3>& m) {
+  for (const auto& row : m)
+    for (const double v : row)
+      if (!std::isfinite(v)) {
+        ++skipped_;
+        return;
+      }
   const auto q = rotation_to_quaternion(m);
   std::fprintf(file_, "%.6f %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", t, m[0][3], m[1][3], m[2][3], q[0], q[1], q[2],
                q[3]);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -17,13 +18,16 @@ class TumTrajectoryWriter {
   TumTrajectoryWriter(const TumTrajectoryWriter&) = delete;
   TumTrajectoryWriter& operator=(const TumTrajectoryWriter&) = delete;
 
-  // camera_to_world: rows of [R | t].
+  // camera_to_world: rows of [R | t]. A pose that is not finite is left
+  // out (counted), so that every line a reader sees is a pose.
   void add(double timestamp, const std::array<std::array<double, 4>, 3>& camera_to_world);
   void close();
+  int64_t skipped_non_finite() const { return skipped_; }
 
  private:
   std::string path_;
   FILE* file_ = nullptr;
+  int64_t skipped_ = 0;
 };
 
 // Unit quaternion (x, y, z, w) of a rotation matrix, w >= 0.

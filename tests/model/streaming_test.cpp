@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <string>
 
 using namespace lingbot;
 
@@ -214,4 +217,28 @@ TEST(Streaming, ScalePhaseBuffersAreReleased) {
   StreamingModel single(*be, fx.weights, fx.config, one);
   for (int i = 0; i < 3; ++i) single.push(frames[static_cast<size_t>(i % 4)]);
   EXPECT_EQ(single.workspace_bytes(), after_first);
+}
+
+// Outputs that are not finite are named, frame by frame, in a warning: the
+// frames the warning names are exactly those whose results hold NaN or
+// infinity (checked here on the results themselves).
+TEST(Streaming, NonFiniteOutputsAreWarnedAboutPerFrame) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamingModel m(*be, fx.weights, fx.config, StreamOptions::from_config(fx.config));
+  auto frames = random_frames(5, 28, 42, 5);
+  frames[4].f32()[7] = NAN;  // a damaged pixel in the last (streaming) frame
+  testing::internal::CaptureStderr();
+  const auto results = stream(m, frames);
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(results.size(), 5u);
+  int damaged = 0;
+  for (const FrameResult& r : results) {
+    bool finite = std::all_of(r.pose_enc.begin(), r.pose_enc.end(), [](float x) { return std::isfinite(x); });
+    for (int64_t k = 0; k < r.depth.numel(); ++k) finite = finite && std::isfinite(r.depth.f32()[k]);
+    const bool named = log.find("frame " + std::to_string(r.index) + ":") != std::string::npos;
+    EXPECT_EQ(named, !finite) << "frame " << r.index << "\n" << log;
+    damaged += finite ? 0 : 1;
+  }
+  EXPECT_GE(damaged, 1) << "the NaN pixel did not reach the outputs; the test checks nothing";
 }

@@ -60,3 +60,35 @@ TEST(DeviceWeights, FoldsLayerScaleIntoProjAndFc2AndLeavesTheRest) {
   EXPECT_GT(gains, 0);
   EXPECT_EQ(folded, 2 * gains);
 }
+
+// A damaged checkpoint with a NaN or an infinity in one weight is refused at
+// load, naming the tensor, instead of running to NaN cameras and points.
+TEST(DeviceWeights, RefusesANonFiniteWeightNamingTheTensor) {
+  const ModelConfig config = ModelConfig::from_file(test::fixture_path("model_small/config.json"));
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  const std::string victim = "aggregator.global_blocks.1.attn.qkv.weight";
+  struct Case {
+    DType dtype;
+    float value;
+    const char* shown;
+  };
+  for (const Case& c : {Case{DType::F32, NAN, "NaN"}, Case{DType::F32, -INFINITY, "-inf"},
+                        Case{DType::BF16, INFINITY, "+inf"}, Case{DType::F16, NAN, "NaN"}}) {
+    io::StateDict state = random_state_dict(config, 7);
+    Tensor damaged = state.at(victim).to_dtype(DType::F32);  // a copy, writable
+    damaged.f32()[5] = c.value;
+    state.insert(victim, damaged.to_dtype(c.dtype));
+    try {
+      DeviceWeights weights(*cpu, state, config);
+      ADD_FAILURE() << "a weight holding " << c.shown << " was accepted (" << dtype_name(c.dtype) << ")";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(victim), std::string::npos) << message;
+      EXPECT_NE(message.find(c.shown), std::string::npos) << message;
+      EXPECT_NE(message.find("element 5 "), std::string::npos) << message;
+    }
+  }
+  // The same weights without the damage load.
+  const io::StateDict clean = random_state_dict(config, 7);
+  EXPECT_NO_THROW(DeviceWeights(*cpu, clean, config));
+}
