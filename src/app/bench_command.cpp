@@ -1,7 +1,8 @@
 // `lingbot-map bench`: frames per second of the streaming model, with random
 // weights of the official architecture (or --config), so it needs no
-// download. Reports the scale phase, per-frame latency at frame ~10, ~72 and
-// the steady-state median, FPS and peak memory.
+// download. Reports the scale phase, the intervals of frames 10 and 72 and
+// the steady-state median (second half of the streamed frames), FPS and peak
+// memory: each only where the stream was long enough to measure it.
 #include "app/commands.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
@@ -10,10 +11,17 @@
 #include "image/preprocess.h"
 #include "model/random_weights.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 namespace lingbot {
 
@@ -84,42 +92,89 @@ int run_bench(const BenchArgs& a) {
     const auto now = Clock::now();
     for (const FrameResult& r : results) arrival[static_cast<size_t>(r.index)] = now;
   };
+  // The scale phase has min(num_scale_frames, frames) frames; a stream
+  // shorter than num_scale_frames runs it in finish().
+  const int scale = std::min(options.num_scale_frames, a.frames);
   for (int i = 0; i < a.frames; ++i) {
     const Tensor& f = frames[static_cast<size_t>(i) % frames.size()];
-    if (i + 1 == options.num_scale_frames) phase1_start = Clock::now();
+    if (i + 1 == scale && scale == options.num_scale_frames) phase1_start = Clock::now();
     note(model.push(f));
   }
-  note(model.finish());
+  if (scale < options.num_scale_frames) phase1_start = Clock::now();
+  // With pipeline depth 1 or 2 the last frames' results arrive together when
+  // the stream is drained: they are not timed one by one.
+  int drained_from = a.frames;
+  {
+    const std::vector<FrameResult> rest = model.finish();
+    for (const FrameResult& r : rest) drained_from = std::min(drained_from, static_cast<int>(r.index));
+    note(rest);
+  }
   auto ms_between = [](Clock::time_point a0, Clock::time_point a1) {
     return std::chrono::duration<double, std::milli>(a1 - a0).count();
   };
-  const int scale = std::min(options.num_scale_frames, a.frames);
   const double phase1_ms = ms_between(phase1_start, arrival[static_cast<size_t>(scale - 1)]);
-  std::vector<double> frame_ms;  // phase-2 frames, stream order
-  for (int i = scale; i < a.frames; ++i)
+  std::vector<double> frame_ms;  // the streamed frames' intervals, frame `scale + k` at k
+  const int last_timed = std::max(drained_from, scale) - 1;
+  for (int i = scale; i <= last_timed; ++i)
     frame_ms.push_back(ms_between(arrival[static_cast<size_t>(i - 1)], arrival[static_cast<size_t>(i)]));
-  auto at = [&](int frame_index) {  // latency of stream frame `frame_index` if it was timed
-    const int k = frame_index - options.num_scale_frames;
-    return k >= 0 && k < static_cast<int>(frame_ms.size()) ? frame_ms[static_cast<size_t>(k)] : -1.0;
+  auto at = [&](int frame_index) -> std::optional<double> {  // stream frame `frame_index`, if it was timed
+    const int k = frame_index - scale;
+    if (k < 0 || k >= static_cast<int>(frame_ms.size())) return std::nullopt;
+    return frame_ms[static_cast<size_t>(k)];
   };
-  std::vector<double> steady(frame_ms.begin() + std::min<size_t>(frame_ms.size(), frame_ms.size() / 2),
-                             frame_ms.end());  // second half of the stream
+  // Steady state: the second half of the streamed frames.
+  const size_t first_steady = frame_ms.size() / 2;
+  std::vector<double> steady(frame_ms.begin() + static_cast<std::ptrdiff_t>(first_steady), frame_ms.end());
   std::sort(steady.begin(), steady.end());
-  const double median = steady.empty() ? -1 : steady[steady.size() / 2];
-  const double fps = median > 0 ? 1000.0 / median : 0;
-  std::printf("phase 1 (%d frames): %.1f ms\n", options.num_scale_frames, phase1_ms);
-  std::printf("frame ~10: %.1f ms, frame ~72: %.1f ms, steady-state median: %.2f ms (%.2f FPS)\n", at(10), at(72),
-              median, fps);
+  const std::optional<double> median =
+      steady.empty() ? std::nullopt : std::optional<double>(steady[steady.size() / 2]);
+
+  // Only what was measured is printed; a figure the stream was too short
+  // for is named as missing, with the frames it would need.
+  std::printf("phase 1 (%d scale frames together): %.1f ms\n", scale, phase1_ms);
+  std::string frames_line;
+  std::vector<std::string> missing;
+  for (const int f : {10, 72}) {
+    if (const auto ms = at(f)) {
+      frames_line += fmt::format("{}frame {}: {:.1f} ms", frames_line.empty() ? "" : ", ", f, *ms);
+    } else {
+      // The frame must be timed, not drained: pipeline_depth more frames after it.
+      missing.push_back(fmt::format("frame {} (needs --frames {})", f, f + 1 + options.pipeline_depth));
+    }
+  }
+  if (!frames_line.empty()) std::printf("%s\n", frames_line.c_str());
+  if (median) {
+    std::printf("steady-state median: %.2f ms (%.2f FPS) over frames %d-%d\n", *median, 1000.0 / *median,
+                scale + static_cast<int>(first_steady), last_timed);
+  } else {
+    missing.push_back(fmt::format("the steady state (needs a timed frame after the {} scale frames)", scale));
+  }
+  if (drained_from < a.frames && drained_from >= scale)
+    missing.push_back(fmt::format("frames {}-{} one by one (their results arrived together at the end of the "
+                                  "stream, pipeline depth {})",
+                                  drained_from, a.frames - 1, options.pipeline_depth));
+  if (!missing.empty()) std::printf("not measured: %s\n", fmt::format("{}", fmt::join(missing, "; ")).c_str());
   std::printf("peak RSS %.0f MB, weights %.0f MB, workspace %.0f MB, device memory in use %.2f GB | %s\n",
               peak_rss_bytes() / 1e6, model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6,
               backend->device_memory_in_use() / 1e9, kv::format_stats(model.cache_stats()).c_str());
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (!a.json.empty()) {
-    std::ofstream j(a.json);
-    j << "{\"backend\": \"" << backend->name() << "\", \"width\": " << a.width << ", \"height\": " << a.height
-      << ", \"frames\": " << a.frames << ", \"pipeline_depth\": " << options.pipeline_depth << ", \"phase1_ms\": " << phase1_ms << ", \"frame10_ms\": " << at(10)
-      << ", \"frame72_ms\": " << at(72) << ", \"steady_median_ms\": " << median << ", \"fps\": " << fps
-      << ", \"peak_rss_mb\": " << peak_rss_bytes() / 1e6 << "}\n";
+    // Figures that were not measured are null.
+    nlohmann::json j;
+    j["backend"] = backend->name();
+    j["width"] = a.width;
+    j["height"] = a.height;
+    j["frames"] = a.frames;
+    j["pipeline_depth"] = options.pipeline_depth;
+    j["scale_frames"] = scale;
+    j["phase1_ms"] = phase1_ms;
+    const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+    j["frame10_ms"] = or_null(at(10));
+    j["frame72_ms"] = or_null(at(72));
+    j["steady_median_ms"] = or_null(median);
+    j["fps"] = median ? nlohmann::json(1000.0 / *median) : nlohmann::json();
+    j["peak_rss_mb"] = peak_rss_bytes() / 1e6;
+    std::ofstream(a.json) << j.dump() << "\n";
   }
   return 0;
 }

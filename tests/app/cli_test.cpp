@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -129,4 +130,32 @@ TEST(Cli, NoDenseKeepsOnlyCameras) {
   const auto npz = io::read_npz(out + "/predictions.npz");
   EXPECT_EQ(npz.count("depth"), 0u);
   EXPECT_EQ(npz.at("pose_enc").shape(), (Shape{5, 9}));
+}
+
+// bench prints only what it measured. A stream shorter than the scale phase
+// has a phase 1 and nothing else; its phase 1 cannot exceed the command's
+// own wall time (it once printed the machine's uptime); figures the stream
+// was too short for are named as missing, not printed as 0 or -1.
+TEST(Cli, BenchPrintsOnlyWhatItMeasured) {
+  const std::string small_bench = "bench --config " + small("config.json") + " --height 70 --width 126 --threads 1";
+  const auto start = std::chrono::steady_clock::now();
+  const Result short_run = cli(small_bench + " --frames 2");
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(short_run.status, 0) << short_run.output;
+  double phase1_ms = -1;
+  const size_t at = short_run.output.find("phase 1 (2 scale frames together): ");
+  ASSERT_NE(at, std::string::npos) << short_run.output;
+  std::istringstream(short_run.output.substr(at + 35)) >> phase1_ms;
+  EXPECT_GT(phase1_ms, 0) << short_run.output;
+  EXPECT_LT(phase1_ms, wall_ms) << short_run.output;
+  for (const char* never : {"FPS", "frame 10:", "-1.0 ms", "0.00 FPS", "steady-state median"})
+    EXPECT_EQ(short_run.output.find(never), std::string::npos) << never << "\n" << short_run.output;
+  EXPECT_NE(short_run.output.find("not measured:"), std::string::npos) << short_run.output;
+
+  // Long enough for frame 10 and a steady state at pipeline depth 0.
+  const Result longer = cli(small_bench + " --frames 12 --pipeline-depth 0");
+  ASSERT_EQ(longer.status, 0) << longer.output;
+  EXPECT_NE(longer.output.find("frame 10: "), std::string::npos) << longer.output;
+  EXPECT_NE(longer.output.find("steady-state median: "), std::string::npos) << longer.output;
+  EXPECT_NE(longer.output.find("over frames 7-11"), std::string::npos) << longer.output;  // second half of 3..11
 }
