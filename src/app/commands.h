@@ -40,6 +40,7 @@ struct RunArgs {
   int first_k = 0;
   int stride = 1;
   bool no_dense = false;  // poses only: no depth / points kept or written
+  std::string sort = "natural";  // frame order in --images: natural, name or mtime
 };
 void add_run_command(CLI::App& app, RunArgs& args);
 int run_run(const RunArgs& args);

@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help text); a bad flag is a user
+    // error like any other: exit status 1, whatever CLI11's own code.
+    return app.exit(e) == 0 ? 0 : 1;
   }
   set_log_level(quiet ? LogLevel::Error : verbose ? LogLevel::Debug : LogLevel::Info);
   try {

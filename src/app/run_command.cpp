@@ -38,6 +38,10 @@ void add_run_command(CLI::App& app, RunArgs& a) {
   cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
   cmd->add_option("--first-k", a.first_k, "Use only the first K frames");
   cmd->add_option("--stride", a.stride, "Use every N-th frame")->check(CLI::PositiveNumber);
+  cmd->add_option("--sort", a.sort,
+                  "Frame order in --images: natural (frame_2 before frame_10), name (plain byte order, as "
+                  "upstream) or mtime (oldest first)")
+      ->check(CLI::IsMember({"natural", "name", "mtime"}));
   cmd->add_flag("--no-dense", a.no_dense,
                 "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
   add_engine_options(*cmd, a.engine);
@@ -66,7 +70,7 @@ int run_run(const RunArgs& a) {
   io::PreprocessOptions prep;
   prep.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
   prep.image_size = a.image_size;
-  std::vector<std::string> paths = io::list_images(a.images);
+  std::vector<std::string> paths = io::list_images(a.images, io::parse_frame_order(a.sort));
   if (a.stride > 1 || a.first_k > 0) {
     std::vector<std::string> kept;
     for (size_t i = 0; i < paths.size(); i += static_cast<size_t>(a.stride)) kept.push_back(paths[i]);

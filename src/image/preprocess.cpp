@@ -147,7 +147,40 @@ Tensor preprocess(const RgbImage& image, const PreprocessOptions& options) {
   return out;
 }
 
-std::vector<std::string> list_images(const std::string& dir) {
+FrameOrder parse_frame_order(const std::string& text) {
+  if (text == "natural") return FrameOrder::Natural;
+  if (text == "name") return FrameOrder::Name;
+  if (text == "mtime") return FrameOrder::Mtime;
+  fail("--sort must be natural, name or mtime, got '{}'", text);
+}
+
+bool natural_less(const std::string& a, const std::string& b) {
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      size_t is = i, js = j;  // the runs without leading zeros
+      while (is + 1 < ie && a[is] == '0') ++is;
+      while (js + 1 < je && b[js] == '0') ++js;
+      if (ie - is != je - js) return ie - is < je - js;  // fewer significant digits: smaller
+      const int c = a.compare(is, ie - is, b, js, je - js);
+      if (c != 0) return c < 0;
+      if (ie - i != je - j) return ie - i < je - j;  // equal values: fewer leading zeros first
+      i = ie;
+      j = je;
+      continue;
+    }
+    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+    ++i;
+    ++j;
+  }
+  return a.size() - i < b.size() - j;
+}
+
+std::vector<std::string> list_images(const std::string& dir, FrameOrder order) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
@@ -166,8 +199,35 @@ std::vector<std::string> list_images(const std::string& dir) {
   }
   LB_CHECK(!ec, "{}: cannot list folder ({})", dir, ec.message());
   LB_CHECK(!paths.empty(), "{}: no .png, .jpg or .jpeg images in this folder", dir);
-  std::sort(paths.begin(), paths.end());
-  return paths;
+  std::vector<std::string> by_name = paths;
+  std::sort(by_name.begin(), by_name.end());
+  switch (order) {
+    case FrameOrder::Name:
+      return by_name;
+    case FrameOrder::Natural:
+      std::stable_sort(paths.begin(), paths.end(), natural_less);
+      if (paths != by_name) {
+        const auto [n, b] = std::mismatch(paths.begin(), paths.end(), by_name.begin());
+        log_info("{}: frames in natural order ({} before {}); --sort name gives upstream's plain name order", dir,
+                 fs::path(*n).filename().string(), fs::path(*b).filename().string());
+      }
+      return paths;
+    case FrameOrder::Mtime: {
+      std::vector<std::pair<fs::file_time_type, std::string>> timed;
+      for (const std::string& p : paths) {
+        std::error_code time_ec;
+        const fs::file_time_type t = fs::last_write_time(p, time_ec);
+        LB_CHECK(!time_ec, "{}: cannot read its modification time ({})", p, time_ec.message());
+        timed.emplace_back(t, p);
+      }
+      std::sort(timed.begin(), timed.end(), [](const auto& x, const auto& y) {
+        return x.first != y.first ? x.first < y.first : natural_less(x.second, y.second);
+      });
+      for (size_t i = 0; i < timed.size(); ++i) paths[i] = timed[i].second;
+      return paths;
+    }
+  }
+  return by_name;
 }
 
 FrameSource::FrameSource(std::vector<std::string> paths, PreprocessOptions options)

@@ -45,11 +45,24 @@ FrameGeometry frame_geometry(int width, int height, const PreprocessOptions& opt
 // One image -> float32 [3, H, W] in [0, 1], exactly as upstream.
 Tensor preprocess(const RgbImage& image, const PreprocessOptions& options);
 
-// The .png / .jpg / .jpeg files (any letter case) directly in `dir`, sorted
-// by full path in byte order (Python's sorted()). Hidden files (".name") are
-// skipped, as upstream's glob skips them. An empty, missing or image-less
-// folder is an error naming it.
-std::vector<std::string> list_images(const std::string& dir);
+// The order of a folder's frames:
+//   Natural: names compared with runs of digits as numbers (frame_2 before
+//            frame_10); equal to Name for zero-padded numbers, the usual case
+//   Name:    byte order of the names (Python's sorted(), upstream's order)
+//   Mtime:   modification time, oldest first (ties by Natural)
+enum class FrameOrder { Natural, Name, Mtime };
+// "natural", "name", "mtime"; throws naming the flag otherwise.
+FrameOrder parse_frame_order(const std::string& text);
+// a < b in natural order: digit runs as numbers (leading zeros ignored, then
+// the shorter run first), everything else byte by byte.
+bool natural_less(const std::string& a, const std::string& b);
+
+// The .png / .jpg / .jpeg files (any letter case) directly in `dir`, in
+// `order`. Hidden files (".name") are skipped, as upstream's glob skips
+// them. An empty, missing or image-less folder is an error naming it. When
+// the natural order differs from the byte order upstream would use, the log
+// says so.
+std::vector<std::string> list_images(const std::string& dir, FrameOrder order = FrameOrder::Natural);
 
 // A sequence of frames decoded on demand, so a long folder never has to be
 // in memory at once. The constructor reads only headers, to learn every

@@ -159,3 +159,16 @@ TEST(Cli, BenchPrintsOnlyWhatItMeasured) {
   EXPECT_NE(longer.output.find("steady-state median: "), std::string::npos) << longer.output;
   EXPECT_NE(longer.output.find("over frames 7-11"), std::string::npos) << longer.output;  // second half of 3..11
 }
+
+// A mistyped flag value or an unknown flag is a user error: exit status 1
+// (CLI11's own codes are 100-115), with one line naming the flag; --help is 0.
+TEST(Cli, BadFlagsExitWithStatusOne) {
+  for (const char* args : {"run --images . --sort size", "run --images . --no-such-flag", "bench --frames x",
+                           "inspect"}) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.output;
+  }
+  const Result sort = cli("run --images . --sort size");
+  EXPECT_NE(sort.output.find("--sort"), std::string::npos) << sort.output;
+  EXPECT_EQ(cli("run --help").status, 0);
+}

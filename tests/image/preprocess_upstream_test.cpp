@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -183,10 +184,57 @@ TEST(ListImages, SortsByBytesAndFiltersExtensions) {
     touch(dir / name);
   }
   fs::create_directories(dir / "folder.png");
-  const std::vector<std::string> got = list_images(dir.str());
+  const std::vector<std::string> got = list_images(dir.str(), FrameOrder::Name);
   const std::vector<std::string> want = {dir / "10.png", dir / "9.png", dir / "Z.png",
                                          dir / "a.jpg",  dir / "b.PNG", dir / "c.JpEg"};
   EXPECT_EQ(got, want);
+}
+
+TEST(ListImages, NaturalOrderByDefaultAndSaysSoWhenItDiffers) {
+  TempDir dir;
+  for (const char* name : {"frame_10.png", "frame_2.png", "frame_1.png", "frame_02.png", "other.png"}) touch(dir / name);
+  testing::internal::CaptureStderr();
+  const std::vector<std::string> got = list_images(dir.str());
+  const std::string log = testing::internal::GetCapturedStderr();
+  const std::vector<std::string> want = {dir / "frame_1.png", dir / "frame_2.png", dir / "frame_02.png",
+                                         dir / "frame_10.png", dir / "other.png"};
+  EXPECT_EQ(got, want);
+  EXPECT_NE(log.find("natural order (frame_1.png before frame_02.png)"), std::string::npos) << log;
+  EXPECT_NE(log.find("--sort name"), std::string::npos) << log;
+
+  // Zero-padded names (the usual case, the courthouse frames): the orders agree, nothing is said.
+  testing::internal::CaptureStderr();
+  const std::vector<std::string> padded = list_images(test::fixture_path("courthouse"));
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(padded, list_images(test::fixture_path("courthouse"), FrameOrder::Name));
+}
+
+TEST(ListImages, NaturalLessComparesDigitRunsAsNumbers) {
+  EXPECT_TRUE(natural_less("f2", "f10"));
+  EXPECT_FALSE(natural_less("f10", "f2"));
+  EXPECT_TRUE(natural_less("f2", "f02"));  // equal values: fewer leading zeros first
+  EXPECT_FALSE(natural_less("f02", "f2"));
+  EXPECT_TRUE(natural_less("a9b", "a10a"));
+  EXPECT_TRUE(natural_less("a", "a0"));
+  EXPECT_FALSE(natural_less("x", "x"));
+  EXPECT_TRUE(natural_less("000001.png", "000002.png"));
+  EXPECT_TRUE(natural_less("99999999999999999999999.png", "100000000000000000000000.png"));  // past 64 bits
+  EXPECT_TRUE(natural_less("B", "a"));  // letters by bytes, as Name
+}
+
+TEST(ListImages, MtimeOrderIsOldestFirst) {
+  TempDir dir;
+  const auto now = fs::file_time_type::clock::now();
+  const char* names[] = {"a.png", "b.png", "c.png"};
+  const int age_s[] = {10, 30, 20};
+  for (int i = 0; i < 3; ++i) {
+    touch(dir / names[i]);
+    fs::last_write_time(dir / names[i], now - std::chrono::seconds(age_s[i]));
+  }
+  const std::vector<std::string> want = {dir / "b.png", dir / "c.png", dir / "a.png"};
+  EXPECT_EQ(list_images(dir.str(), FrameOrder::Mtime), want);
+  EXPECT_EQ(parse_frame_order("mtime"), FrameOrder::Mtime);
+  EXPECT_THROW(parse_frame_order("size"), Error);
 }
 
 TEST(ListImages, EmptyMissingOrImagelessFoldersAreErrors) {
