@@ -26,7 +26,7 @@ namespace {
 void warn_if_not_finite(const FrameResult& r) {
   const bool pose_ok = std::all_of(r.pose_enc.begin(), r.pose_enc.end(), [](float x) { return std::isfinite(x); });
   int64_t bad_depth = 0;
-  if (r.depth.numel() > 0) {
+  if (r.depth.defined()) {
     const float* d = r.depth.f32();
     for (int64_t k = 0; k < r.depth.numel(); ++k) bad_depth += std::isfinite(d[k]) ? 0 : 1;
   }
