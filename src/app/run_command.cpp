@@ -1,4 +1,4 @@
-// `lingbot-map run`: reconstruct a folder of frames.
+// `lingbot-map run`: reconstruct a folder of frames, a video or a pipe of raw frames.
 //
 // Frames are decoded and preprocessed one at a time and streamed through the
 // model; per-frame outputs go straight to temporary files, so memory does
@@ -18,19 +18,33 @@
 #include "output/point_cloud_writer.h"
 #include "image/preprocess.h"
 #include "output/trajectory_writer.h"
+#include "video/frame_source.h"
 
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <memory>
+#include <utility>
 
 namespace lingbot {
 
 void add_run_command(CLI::App& app, RunArgs& a) {
-  CLI::App* cmd = app.add_subcommand("run", "Reconstruct a folder of images: cameras, depth and a point cloud");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Reconstruct a folder of images or a video: cameras, depth and a point cloud");
   cmd->add_option("--model", a.model, "Checkpoint (.pt or .safetensors)");
-  cmd->add_option("--images", a.images, "Folder of .png / .jpg frames, in name order")->required();
+  CLI::Option* images = cmd->add_option("--images", a.images, "Folder of .png / .jpg frames, in name order");
+  CLI::Option* video =
+      cmd->add_option("--video", a.video,
+                      "Video file (anything FFmpeg decodes), a camera (/dev/video0), or - for raw frames on stdin");
+  images->excludes(video);
+  cmd->add_option("--fps", a.fps, "Sample a video to about this many frames per second (as demo.py; default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--rotate-cw90", a.rotate_cw90, "Turn video frames a quarter clockwise (after the stream's own rotation)");
+  cmd->add_option("--input-format", a.input_format,
+                  "With --video -: rgb24 (raw frames on stdin); otherwise an FFmpeg input format, e.g. v4l2");
+  cmd->add_option("--input-size", a.input_size, "With --video -: the size WIDTHxHEIGHT of the raw frames");
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
   cmd->add_option("--image-size", a.image_size, "Frame width after preprocessing (crop) or longest side (pad)")
       ->check(CLI::PositiveNumber);
@@ -41,6 +55,9 @@ void add_run_command(CLI::App& app, RunArgs& a) {
   cmd->add_flag("--no-dense", a.no_dense,
                 "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
   add_engine_options(*cmd, a.engine);
+  // demo.py picks a keyframe interval for long inputs unless one was given.
+  const CLI::Option* keyframe_interval = cmd->get_option("--keyframe-interval");
+  cmd->parse_complete_callback([&a, keyframe_interval] { a.keyframe_interval_given = keyframe_interval->count() > 0; });
 }
 
 namespace {
@@ -61,32 +78,49 @@ struct Outputs {
 
 }  // namespace
 
+// Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
+// a streaming run of N > 320 frames was given no --keyframe-interval.
+int automatic_keyframe_interval(int64_t frames) {
+  constexpr int64_t kFramesAtFullRate = 320;
+  return frames > kFramesAtFullRate ? static_cast<int>((frames + kFramesAtFullRate - 1) / kFramesAtFullRate) : 1;
+}
+
 int run_run(const RunArgs& a) {
   LB_CHECK(!a.model.empty(), "--model is required: {}", kCheckpointHelp);
-  io::PreprocessOptions prep;
-  prep.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
-  prep.image_size = a.image_size;
-  std::vector<std::string> paths = io::list_images(a.images);
-  if (a.stride > 1 || a.first_k > 0) {
-    std::vector<std::string> kept;
-    for (size_t i = 0; i < paths.size(); i += static_cast<size_t>(a.stride)) kept.push_back(paths[i]);
-    if (a.first_k > 0 && kept.size() > static_cast<size_t>(a.first_k)) kept.resize(static_cast<size_t>(a.first_k));
-    paths = std::move(kept);
-  }
+  LB_CHECK(!a.images.empty() || !a.video.empty(), "give --images FOLDER or --video FILE");
   const ModelConfig config = load_config(a.engine);
-  prep.patch_size = config.patch_size;
-  io::FrameSource source(paths, prep);
-  const int S = source.size(), H = source.output_height(), W = source.output_width();
+  video::SourceOptions from;
+  from.images = a.images;
+  from.video = a.video;
+  from.input_format = a.input_format;
+  from.input_size = a.input_size;
+  from.preprocess.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
+  from.preprocess.image_size = a.image_size;
+  from.preprocess.patch_size = config.patch_size;
+  from.fps = a.fps;
+  from.first_k = a.first_k;
+  from.stride = a.stride;
+  from.rotate_cw90 = a.rotate_cw90;
+  std::unique_ptr<video::FrameSource> source = video::open_frame_source(from);
+  const int64_t expected = source->expected_frames();
+  const int H = source->height(), W = source->width();
 
   auto backend = make_backend(a.engine);
   StreamOptions options = stream_options(a.engine, config);
   options.keep_dense_outputs = !a.no_dense;
+  if (!a.keyframe_interval_given && automatic_keyframe_interval(expected) > 1) {
+    options.keyframe_interval = automatic_keyframe_interval(expected);
+    log_info("{} frames: keyframe interval {} (ceil({} / 320), as upstream demo.py; --keyframe-interval 1 keeps "
+             "every frame)",
+             expected, options.keyframe_interval, expected);
+  }
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   StreamingModel model(*backend, weights, config, options);
   log_info("{} frames of {}x{} from {} | {} | {} KV cache, window {}, scale frames {}, keyframe interval {} | "
            "model loaded in {:.1f} s",
-           S, W, H, a.images, backend->name(), kv::layout_name(options.cache_layout), options.cache.sliding_window,
+           expected >= 0 ? std::to_string(expected) : std::string("(count unknown)"), W, H, source->description(),
+           backend->name(), kv::layout_name(options.cache_layout), options.cache.sliding_window,
            options.num_scale_frames, options.keyframe_interval,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
@@ -108,11 +142,12 @@ int run_run(const RunArgs& a) {
 
   // Frames are kept only until their results come back (the scale phase
   // holds num_scale_frames of them), for the images array and point colours.
-  std::vector<Tensor> held;
+  std::deque<video::Frame> held;
   int64_t first_held = 0;
   auto consume = [&](std::vector<FrameResult> results) {
     for (FrameResult& r : results) {
-      const Tensor& frame = held[static_cast<size_t>(r.index - first_held)];
+      const video::Frame& source_frame = held[static_cast<size_t>(r.index - first_held)];
+      const Tensor& frame = source_frame.image;
       Tensor pe = Tensor::from_vector(std::vector<float>(r.pose_enc.begin(), r.pose_enc.end()), {9});
       out.pose_enc->append(pe);
       Tensor ext = Tensor::empty({3, 4}), intr = Tensor::empty({3, 3});
@@ -122,7 +157,7 @@ int run_run(const RunArgs& a) {
       }
       out.extrinsic->append(ext);
       out.intrinsic->append(intr);
-      trajectory.add(static_cast<double>(r.index), r.camera.camera_to_world);
+      trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
       if (ply) {
         out.depth->append(r.depth.reshape({H, W, 1}));
         out.depth_conf->append(r.depth_conf);
@@ -147,14 +182,17 @@ int run_run(const RunArgs& a) {
     }
   };
 
-  Progress progress(S, "frames");
+  Progress progress(static_cast<int>(std::max<int64_t>(expected, 0)), "frames");
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < S; ++i) {
-    held.push_back(source.frame(i));
-    consume(model.push(held.back()));
-    progress.update(i + 1);
-    if (a.engine.kv_stats) log_info("frame {}: {}", i, kv::format_stats(model.cache_stats()));
+  int S = 0;
+  for (video::Frame frame; source->next(frame); ++S) {
+    held.push_back(std::move(frame));
+    consume(model.push(held.back().image));
+    progress.update(S + 1);
+    if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model.cache_stats()));
   }
+  LB_CHECK(S > 0, "{}: no frames to reconstruct", source->description());
+  source.reset();  // the decoder thread ends here
   consume(model.finish());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.done();
