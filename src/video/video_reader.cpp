@@ -285,7 +285,7 @@ bool VideoReader::next(DecodedFrame& out) {
   }
   s.sws = sws_getCachedContext(s.sws, f->width, f->height, static_cast<AVPixelFormat>(f->format), s.stored_width,
                                s.stored_height, AV_PIX_FMT_RGB24,
-                               SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr);
+                               SWS_BICUBIC, nullptr, nullptr, nullptr);
   if (!s.sws) {
     av_frame_unref(f);
     const char* name = av_get_pix_fmt_name(static_cast<AVPixelFormat>(f->format));
