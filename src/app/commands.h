@@ -47,6 +47,7 @@ struct RunArgs {
   std::string input_format;  // rgb24 for stdin; an FFmpeg input format otherwise
   std::string input_size;    // WxH of raw stdin frames
   bool keyframe_interval_given = false;  // else demo.py's automatic interval for long inputs
+  std::string emit;          // "jsonl": one JSON line per finished frame on stdout
 };
 void add_run_command(CLI::App& app, RunArgs& args);
 int run_run(const RunArgs& args);

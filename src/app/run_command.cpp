@@ -20,10 +20,12 @@
 #include "output/trajectory_writer.h"
 #include "video/frame_source.h"
 
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <utility>
@@ -45,6 +47,10 @@ void add_run_command(CLI::App& app, RunArgs& a) {
   cmd->add_option("--input-format", a.input_format,
                   "With --video -: rgb24 (raw frames on stdin); otherwise an FFmpeg input format, e.g. v4l2");
   cmd->add_option("--input-size", a.input_size, "With --video -: the size WIDTHxHEIGHT of the raw frames");
+  cmd->add_option("--emit", a.emit,
+                  "jsonl: print one JSON line per finished frame on stdout (index, name, timestamp, "
+                  "camera_to_world 3x4, intrinsic 3x3), as results arrive")
+      ->check(CLI::IsMember({"jsonl"}));
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
   cmd->add_option("--image-size", a.image_size, "Frame width after preprocessing (crop) or longest side (pad)")
       ->check(CLI::PositiveNumber);
@@ -69,6 +75,23 @@ void make_dir(const std::string& dir) {
     return;
   }
   LB_CHECK(mkdir(dir.c_str(), 0755) == 0, "--out {}: cannot create the folder", dir);
+}
+
+// --emit jsonl: a frame's camera as one line of JSON, for a process reading
+// our stdout while the run goes on.
+std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
+  nlohmann::ordered_json pose = nlohmann::ordered_json::array(), intrinsic = nlohmann::ordered_json::array();
+  for (int i = 0; i < 3; ++i) {
+    pose.push_back({r.camera.camera_to_world[i][0], r.camera.camera_to_world[i][1], r.camera.camera_to_world[i][2],
+                    r.camera.camera_to_world[i][3]});
+    intrinsic.push_back({r.camera.intrinsic[i][0], r.camera.intrinsic[i][1], r.camera.intrinsic[i][2]});
+  }
+  const nlohmann::ordered_json line = {{"index", r.index},
+                               {"name", frame.name},
+                               {"timestamp", frame.timestamp},
+                               {"camera_to_world", pose},
+                               {"intrinsic", intrinsic}};
+  return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 // Per-frame outputs gathered into predictions.npz at the end.
@@ -158,6 +181,10 @@ int run_run(const RunArgs& a) {
       out.extrinsic->append(ext);
       out.intrinsic->append(intr);
       trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
+      if (a.emit == "jsonl") {
+        std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
+        std::fflush(stdout);
+      }
       if (ply) {
         out.depth->append(r.depth.reshape({H, W, 1}));
         out.depth_conf->append(r.depth_conf);

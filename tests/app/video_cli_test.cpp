@@ -1,18 +1,21 @@
 // `lingbot-map run --video`, end to end, on videos the ffmpeg program makes
 // during the test (skipped without it): a lossless video of the courthouse
 // frames must give exactly what the frames give, as must the same frames
-// piped in raw; damage, bad files and demo.py's automatic keyframe interval.
+// piped in raw; damage, bad files, demo.py's automatic keyframe interval
+// and --emit jsonl.
 #include "output/npz_reader.h"
 #include "test_support.h"
 #include "video/video_reader.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 using namespace lingbot;
 
@@ -178,4 +181,30 @@ TEST(VideoCli, LongInputsGetDemoPysKeyframeInterval) {
   r = shell(run + " --first-k 320");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("keyframe interval 1 |"), std::string::npos) << r.output;
+}
+
+TEST(VideoCli, EmitJsonlPrintsEachFinishedFrameOnStdout) {
+  SKIP_WITHOUT_FFMPEG();
+  const std::string video = temp("emit.avi");
+  ASSERT_EQ(shell(ffmpeg("-f lavfi -i testsrc=size=64x48:rate=10 -frames:v 6 -c:v ffv1 " + video)).status, 0);
+  const std::string out = temp("emit_out");
+  // stdout only: the log stays on stderr.
+  const Result r = shell("{ {cli} run " + small_model() + " --image-size 28 --no-dense --emit jsonl --video " + video +
+                         " --out " + out + " 2>/dev/null; }");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const Tensor extrinsic = io::read_npz(out + "/predictions.npz").at("extrinsic");
+  std::istringstream lines(r.output);
+  std::string line;
+  int n = 0;
+  for (; std::getline(lines, line); ++n) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_EQ(j.at("index").get<int>(), n);
+    EXPECT_EQ(j.at("name").get<std::string>(), video + " frame " + std::to_string(n));
+    EXPECT_NEAR(j.at("timestamp").get<double>(), n / 10.0, 1e-9);
+    ASSERT_EQ(j.at("intrinsic").size(), 3u);
+    for (int row = 0; row < 3; ++row)
+      for (int col = 0; col < 4; ++col)
+        EXPECT_NEAR(j.at("camera_to_world")[row][col].get<double>(), extrinsic.f32()[(n * 3 + row) * 4 + col], 1e-5);
+  }
+  EXPECT_EQ(n, 6);
 }
