@@ -56,8 +56,9 @@ void add_run_command(CLI::App& app, RunArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--mode", a.mode, "Preprocessing: crop or pad")->check(CLI::IsMember({"crop", "pad"}));
   cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
-  cmd->add_option("--first-k", a.first_k, "Use only the first K frames");
-  cmd->add_option("--stride", a.stride, "Use every N-th frame")->check(CLI::PositiveNumber);
+  cmd->add_option("--first-k", a.first_k, "Use only the first K frames (of a video: after --fps sampling and --stride)");
+  cmd->add_option("--stride", a.stride, "Use every N-th frame (of a video: after --fps sampling)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-dense", a.no_dense,
                 "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
   add_engine_options(*cmd, a.engine);

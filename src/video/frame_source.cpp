@@ -100,6 +100,18 @@ class DecodingSource final : public FrameSource {
     height_ = g.height;
     width_ = g.width;
     worker_ = std::thread([this] { produce(); });
+    // Wait for the first frame, so that a stream which yields none (an
+    // empty pipe, damage at the start) fails here, before the model loads.
+    std::exception_ptr early_error;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ready_.wait(lock, [&] { return !queue_.empty() || ended_; });
+      if (queue_.empty()) early_error = std::exchange(error_, nullptr);
+    }
+    if (early_error) {
+      worker_.join();  // it has ended; a constructor that throws runs no destructor
+      std::rethrow_exception(early_error);
+    }
   }
 
   ~DecodingSource() override {

@@ -161,6 +161,12 @@ TEST(VideoCli, BadVideosAreOneLineErrors) {
   const Result r = shell("true | {cli} run " + small_model() + " --video - --out " + temp("bad"));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("--input-format rgb24"), std::string::npos) << r.output;
+  // An empty pipe: the decoder thread's error reaches the user as one line.
+  const Result empty_pipe = shell("true | {cli} run " + small_model() +
+                                  " --video - --input-format rgb24 --input-size 64x48 --out " + temp("bad"));
+  EXPECT_EQ(empty_pipe.status, 1) << empty_pipe.output;
+  EXPECT_EQ(empty_pipe.output.rfind("error: stdin: no frames", 0), 0u) << empty_pipe.output;
+  EXPECT_EQ(std::count(empty_pipe.output.begin(), empty_pipe.output.end(), '\n'), 1) << empty_pipe.output;
 }
 
 TEST(VideoCli, LongInputsGetDemoPysKeyframeInterval) {
@@ -207,4 +213,19 @@ TEST(VideoCli, EmitJsonlPrintsEachFinishedFrameOnStdout) {
         EXPECT_NEAR(j.at("camera_to_world")[row][col].get<double>(), extrinsic.f32()[(n * 3 + row) * 4 + col], 1e-5);
   }
   EXPECT_EQ(n, 6);
+}
+
+TEST(VideoCli, AnErrorAfterDecodingStartedStopsTheDecoderThread) {
+  SKIP_WITHOUT_FFMPEG();
+  // The decoder fills its queue and waits; then --out fails on the model's
+  // side. The run must end with the one-line error, not hang.
+  const std::string video = temp("queue.avi");
+  ASSERT_EQ(shell(ffmpeg("-f lavfi -i testsrc=size=64x48:rate=10 -frames:v 40 -c:v ffv1 " + video)).status, 0);
+  const std::string not_a_folder = temp("plain_file");
+  std::ofstream(not_a_folder) << "x";
+  const Result r = shell("timeout 60 {cli} run " + small_model() + " --image-size 28 --video " + video + " --out " +
+                         not_a_folder);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("error: --out " + not_a_folder + ": exists and is not a folder"), std::string::npos)
+      << r.output;
 }
