@@ -199,7 +199,10 @@ VideoReader::VideoReader(const std::string& path, const std::string& input_forma
   const bool quarter = info_.rotation_cw == 90 || info_.rotation_cw == 270;
   info_.width = quarter ? s.stored_height : s.stored_width;
   info_.height = quarter ? s.stored_width : s.stored_height;
-  const AVRational rate = av_guess_frame_rate(s.format, stream, nullptr);
+  // The average rate first, as OpenCV's CAP_PROP_FPS (what upstream samples
+  // by) reads it; FFmpeg's guess for streams that state none.
+  AVRational rate = stream->avg_frame_rate;
+  if (rate.num <= 0 || rate.den <= 0) rate = av_guess_frame_rate(s.format, stream, nullptr);
   info_.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0.0;
   if (stream->nb_frames > 0) {
     info_.frame_count = stream->nb_frames;
