@@ -88,10 +88,10 @@ std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
     intrinsic.push_back({r.camera.intrinsic[i][0], r.camera.intrinsic[i][1], r.camera.intrinsic[i][2]});
   }
   const nlohmann::ordered_json line = {{"index", r.index},
-                               {"name", frame.name},
-                               {"timestamp", frame.timestamp},
-                               {"camera_to_world", pose},
-                               {"intrinsic", intrinsic}};
+                                       {"name", frame.name},
+                                       {"timestamp", frame.timestamp},
+                                       {"camera_to_world", pose},
+                                       {"intrinsic", intrinsic}};
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
@@ -100,14 +100,14 @@ struct Outputs {
   std::unique_ptr<io::ArraySpool> pose_enc, extrinsic, intrinsic, depth, depth_conf, points, images;
 };
 
-}  // namespace
-
 // Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
 // a streaming run of N > 320 frames was given no --keyframe-interval.
 int automatic_keyframe_interval(int64_t frames) {
   constexpr int64_t kFramesAtFullRate = 320;
   return frames > kFramesAtFullRate ? static_cast<int>((frames + kFramesAtFullRate - 1) / kFramesAtFullRate) : 1;
 }
+
+}  // namespace
 
 int run_run(const RunArgs& a) {
   LB_CHECK(!a.model.empty(), "--model is required: {}", kCheckpointHelp);
