@@ -141,10 +141,14 @@ VideoReader::VideoReader(const std::string& path, const std::string& input_forma
     : path_(path), state_(std::make_unique<State>()) {
   init_ffmpeg_once();
   const std::string format_name = !input_format.empty() ? input_format : is_capture_device(path) ? "v4l2" : "";
-  struct stat st {};
-  LB_CHECK(stat(path.c_str(), &st) == 0, "{}: no such file", path);
-  LB_CHECK(!S_ISDIR(st.st_mode), "{}: is a folder, not a video file (use --images for a folder of frames)", path);
-  LB_CHECK(!S_ISREG(st.st_mode) || st.st_size > 0, "{}: empty file (0 bytes), not a video", path);
+  // Local paths are checked here, for plain messages; URLs ("rtsp://...")
+  // go to libavformat as they are.
+  if (path.find("://") == std::string::npos) {
+    struct stat st {};
+    LB_CHECK(stat(path.c_str(), &st) == 0, "{}: no such file", path);
+    LB_CHECK(!S_ISDIR(st.st_mode), "{}: is a folder, not a video file (use --images for a folder of frames)", path);
+    LB_CHECK(!S_ISREG(st.st_mode) || st.st_size > 0, "{}: empty file (0 bytes), not a video", path);
+  }
 
   const AVInputFormat* forced = nullptr;
   if (!format_name.empty()) {
@@ -164,8 +168,14 @@ VideoReader::VideoReader(const std::string& path, const std::string& input_forma
   const AVCodec* decoder = nullptr;
   r = av_find_best_stream(s.format, AVMEDIA_TYPE_VIDEO, -1, -1, &decoder, 0);
   if (r >= 0 && (s.format->streams[r]->disposition & AV_DISPOSITION_ATTACHED_PIC)) r = AVERROR_STREAM_NOT_FOUND;
-  LB_CHECK(r != AVERROR_STREAM_NOT_FOUND, "{}: no video stream in this file ({} other stream{})", path,
-           s.format->nb_streams, s.format->nb_streams == 1 ? "" : "s");
+  if (r == AVERROR_STREAM_NOT_FOUND) {
+    std::string kinds;  // e.g. "audio, subtitle"
+    for (unsigned i = 0; i < s.format->nb_streams; ++i) {
+      const char* kind = av_get_media_type_string(s.format->streams[i]->codecpar->codec_type);
+      kinds += fmt::format("{}{}", i ? ", " : "", kind ? kind : "unknown");
+    }
+    fail("{}: no video stream in this file ({})", path, kinds.empty() ? "no streams at all" : "only " + kinds);
+  }
   if (r == AVERROR_DECODER_NOT_FOUND) {
     int index = av_find_best_stream(s.format, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     const char* name = index >= 0 ? avcodec_get_name(s.format->streams[index]->codecpar->codec_id) : "unknown";
