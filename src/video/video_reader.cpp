@@ -177,9 +177,13 @@ VideoReader::VideoReader(const std::string& path, const std::string& input_forma
     fail("{}: no video stream in this file ({})", path, kinds.empty() ? "no streams at all" : "only " + kinds);
   }
   if (r == AVERROR_DECODER_NOT_FOUND) {
-    int index = av_find_best_stream(s.format, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
-    const char* name = index >= 0 ? avcodec_get_name(s.format->streams[index]->codecpar->codec_id) : "unknown";
-    fail("{}: this FFmpeg has no decoder for the video codec '{}'", path, name);
+    const int index = av_find_best_stream(s.format, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+    const AVCodecParameters* par = index >= 0 ? s.format->streams[index]->codecpar : nullptr;
+    if (par && par->codec_id != AV_CODEC_ID_NONE)
+      fail("{}: this FFmpeg has no decoder for the video codec '{}'", path, avcodec_get_name(par->codec_id));
+    char tag[AV_FOURCC_MAX_STRING_SIZE] = "?";
+    if (par) av_fourcc_make_string(tag, par->codec_tag);
+    fail("{}: this FFmpeg has no decoder for the file's video codec (unknown to it; codec tag '{}')", path, tag);
   }
   LB_CHECK(r >= 0, "{}: cannot pick a video stream ({})", path, av_error_text(r));
   s.stream_index = r;

@@ -150,6 +150,15 @@ TEST(VideoReader, UserErrorsAreOneLineNamingTheFile) {
   ASSERT_TRUE(ffmpeg("-f lavfi -i sine=duration=0.5 -c:a pcm_s16le " + audio));
   EXPECT_NE(one_line_error(audio, [&] { video::VideoReader r(audio); }).find("no video stream"), std::string::npos);
 
+  // A codec FFmpeg does not know: FFV1's FourCC in the Matroska header changed.
+  std::string mkv = read_bytes(make_pattern_video("known.mkv", 10, 2));
+  const size_t fourcc = mkv.find("FFV1");
+  ASSERT_NE(fourcc, std::string::npos);
+  mkv.replace(fourcc, 4, "QQQ9");
+  const std::string unknown = temp_path("unknown_codec.mkv");
+  write_bytes(unknown, mkv);
+  EXPECT_NE(one_line_error(unknown, [&] { video::VideoReader r(unknown); }).find("no decoder"), std::string::npos);
+
   const std::string folder = ::testing::TempDir();
   one_line_error(folder, [&] { video::VideoReader r(folder); });
 }
