@@ -40,6 +40,14 @@ struct RunArgs {
   int first_k = 0;
   int stride = 1;
   bool no_dense = false;  // poses only: no depth / points kept or written
+  // Videos and pipes instead of --images (src/video, docs/video.md).
+  std::string video;         // a file, a camera (/dev/video0), or "-" for raw frames on stdin
+  int fps = 10;              // a video is sampled to about this rate, as upstream demo.py
+  bool rotate_cw90 = false;
+  std::string input_format;  // rgb24 for stdin; an FFmpeg input format otherwise
+  std::string input_size;    // WxH of raw stdin frames
+  bool keyframe_interval_given = false;  // else demo.py's automatic interval for long inputs
+  std::string emit;          // "jsonl": one JSON line per finished frame on stdout
   std::string sort = "natural";  // frame order in --images: natural, name or mtime
 };
 void add_run_command(CLI::App& app, RunArgs& args);

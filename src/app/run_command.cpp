@@ -1,4 +1,4 @@
-// `lingbot-map run`: reconstruct a folder of frames.
+// `lingbot-map run`: reconstruct a folder of frames, a video or a pipe of raw frames.
 //
 // Frames are decoded and preprocessed one at a time and streamed through the
 // model; per-frame outputs go straight to temporary files, so memory does
@@ -18,26 +18,47 @@
 #include "output/point_cloud_writer.h"
 #include "image/preprocess.h"
 #include "output/trajectory_writer.h"
+#include "video/frame_source.h"
 
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <deque>
 #include <memory>
+#include <utility>
 
 namespace lingbot {
 
 void add_run_command(CLI::App& app, RunArgs& a) {
-  CLI::App* cmd = app.add_subcommand("run", "Reconstruct a folder of images: cameras, depth and a point cloud");
+  CLI::App* cmd =
+      app.add_subcommand("run", "Reconstruct a folder of images or a video: cameras, depth and a point cloud");
   cmd->add_option("--model", a.model, "Checkpoint (.pt or .safetensors)");
-  cmd->add_option("--images", a.images, "Folder of .png / .jpg frames, in name order")->required();
+  CLI::Option* images = cmd->add_option("--images", a.images, "Folder of .png / .jpg frames, in name order");
+  CLI::Option* video =
+      cmd->add_option("--video", a.video,
+                      "Video file (anything FFmpeg decodes), a camera (/dev/video0), or - for raw frames on stdin");
+  images->excludes(video);
+  cmd->add_option("--fps", a.fps, "Sample a video to about this many frames per second (as demo.py; default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--rotate-cw90", a.rotate_cw90, "Turn video frames a quarter clockwise (after the stream's own rotation)");
+  cmd->add_option("--input-format", a.input_format,
+                  "With --video -: rgb24 (raw frames on stdin); otherwise an FFmpeg input format, e.g. v4l2");
+  cmd->add_option("--input-size", a.input_size, "With --video -: the size WIDTHxHEIGHT of the raw frames");
+  cmd->add_option("--emit", a.emit,
+                  "jsonl: print one JSON line per finished frame on stdout (index, name, timestamp, "
+                  "camera_to_world 3x4, intrinsic 3x3), as results arrive")
+      ->check(CLI::IsMember({"jsonl"}));
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
   cmd->add_option("--image-size", a.image_size, "Frame width after preprocessing (crop) or longest side (pad)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--mode", a.mode, "Preprocessing: crop or pad")->check(CLI::IsMember({"crop", "pad"}));
   cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
-  cmd->add_option("--first-k", a.first_k, "Use only the first K frames");
-  cmd->add_option("--stride", a.stride, "Use every N-th frame")->check(CLI::PositiveNumber);
+  cmd->add_option("--first-k", a.first_k, "Use only the first K frames (of a video: after --fps sampling), before --stride, as demo.py");
+  cmd->add_option("--stride", a.stride, "Use every N-th of the frames --first-k leaves")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--sort", a.sort,
                   "Frame order in --images: natural (frame_2 before frame_10), name (plain byte order, as "
                   "upstream) or mtime (oldest first)")
@@ -45,6 +66,9 @@ void add_run_command(CLI::App& app, RunArgs& a) {
   cmd->add_flag("--no-dense", a.no_dense,
                 "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
   add_engine_options(*cmd, a.engine);
+  // demo.py picks a keyframe interval for long inputs unless one was given.
+  const CLI::Option* keyframe_interval = cmd->get_option("--keyframe-interval");
+  cmd->parse_complete_callback([&a, keyframe_interval] { a.keyframe_interval_given = keyframe_interval->count() > 0; });
 }
 
 namespace {
@@ -58,39 +82,74 @@ void make_dir(const std::string& dir) {
   LB_CHECK(mkdir(dir.c_str(), 0755) == 0, "--out {}: cannot create the folder", dir);
 }
 
+// --emit jsonl: a frame's camera as one line of JSON, for a process reading
+// our stdout while the run goes on.
+std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
+  nlohmann::ordered_json pose = nlohmann::ordered_json::array(), intrinsic = nlohmann::ordered_json::array();
+  for (int i = 0; i < 3; ++i) {
+    pose.push_back({r.camera.camera_to_world[i][0], r.camera.camera_to_world[i][1], r.camera.camera_to_world[i][2],
+                    r.camera.camera_to_world[i][3]});
+    intrinsic.push_back({r.camera.intrinsic[i][0], r.camera.intrinsic[i][1], r.camera.intrinsic[i][2]});
+  }
+  const nlohmann::ordered_json line = {{"index", r.index},
+                                       {"name", frame.name},
+                                       {"timestamp", frame.timestamp},
+                                       {"camera_to_world", pose},
+                                       {"intrinsic", intrinsic}};
+  return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
 // Per-frame outputs gathered into predictions.npz at the end.
 struct Outputs {
   std::unique_ptr<io::ArraySpool> pose_enc, extrinsic, intrinsic, depth, depth_conf, points, images;
 };
 
+// Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
+// a streaming run of N > 320 frames was given no --keyframe-interval.
+int automatic_keyframe_interval(int64_t frames) {
+  constexpr int64_t kFramesAtFullRate = 320;
+  return frames > kFramesAtFullRate ? static_cast<int>((frames + kFramesAtFullRate - 1) / kFramesAtFullRate) : 1;
+}
+
 }  // namespace
 
 int run_run(const RunArgs& a) {
   LB_CHECK(!a.model.empty(), "--model is required: {}", kCheckpointHelp);
-  io::PreprocessOptions prep;
-  prep.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
-  prep.image_size = a.image_size;
-  std::vector<std::string> paths = io::list_images(a.images, io::parse_frame_order(a.sort));
-  if (a.stride > 1 || a.first_k > 0) {
-    std::vector<std::string> kept;
-    for (size_t i = 0; i < paths.size(); i += static_cast<size_t>(a.stride)) kept.push_back(paths[i]);
-    if (a.first_k > 0 && kept.size() > static_cast<size_t>(a.first_k)) kept.resize(static_cast<size_t>(a.first_k));
-    paths = std::move(kept);
-  }
+  LB_CHECK(!a.images.empty() || !a.video.empty(), "give --images FOLDER or --video FILE");
   const ModelConfig config = load_config(a.engine);
-  prep.patch_size = config.patch_size;
-  io::FrameSource source(paths, prep);
-  const int S = source.size(), H = source.output_height(), W = source.output_width();
+  video::SourceOptions from;
+  from.images = a.images;
+  from.order = io::parse_frame_order(a.sort);
+  from.video = a.video;
+  from.input_format = a.input_format;
+  from.input_size = a.input_size;
+  from.preprocess.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
+  from.preprocess.image_size = a.image_size;
+  from.preprocess.patch_size = config.patch_size;
+  from.fps = a.fps;
+  from.first_k = a.first_k;
+  from.stride = a.stride;
+  from.rotate_cw90 = a.rotate_cw90;
+  std::unique_ptr<video::FrameSource> source = video::open_frame_source(from);
+  const int64_t expected = source->expected_frames();
+  const int H = source->height(), W = source->width();
 
   auto backend = make_backend(a.engine);
   StreamOptions options = stream_options(a.engine, config);
   options.keep_dense_outputs = !a.no_dense;
+  if (!a.keyframe_interval_given && automatic_keyframe_interval(expected) > 1) {
+    options.keyframe_interval = automatic_keyframe_interval(expected);
+    log_info("{} frames: keyframe interval {} (ceil({} / 320), as upstream demo.py; --keyframe-interval 1 keeps "
+             "every frame)",
+             expected, options.keyframe_interval, expected);
+  }
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   StreamingModel model(*backend, weights, config, options);
   log_info("{} frames of {}x{} from {} | {} | {} KV cache, window {}, scale frames {}, keyframe interval {} | "
            "model loaded in {:.1f} s",
-           S, W, H, a.images, backend->name(), kv::layout_name(options.cache_layout), options.cache.sliding_window,
+           expected >= 0 ? std::to_string(expected) : std::string("(count unknown)"), W, H, source->description(),
+           backend->name(), kv::layout_name(options.cache_layout), options.cache.sliding_window,
            options.num_scale_frames, options.keyframe_interval,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
@@ -112,11 +171,12 @@ int run_run(const RunArgs& a) {
 
   // Frames are kept only until their results come back (the scale phase
   // holds num_scale_frames of them), for the images array and point colours.
-  std::vector<Tensor> held;
+  std::deque<video::Frame> held;
   int64_t first_held = 0;
   auto consume = [&](std::vector<FrameResult> results) {
     for (FrameResult& r : results) {
-      const Tensor& frame = held[static_cast<size_t>(r.index - first_held)];
+      const video::Frame& source_frame = held[static_cast<size_t>(r.index - first_held)];
+      const Tensor& frame = source_frame.image;
       Tensor pe = Tensor::from_vector(std::vector<float>(r.pose_enc.begin(), r.pose_enc.end()), {9});
       out.pose_enc->append(pe);
       Tensor ext = Tensor::empty({3, 4}), intr = Tensor::empty({3, 3});
@@ -126,7 +186,11 @@ int run_run(const RunArgs& a) {
       }
       out.extrinsic->append(ext);
       out.intrinsic->append(intr);
-      trajectory.add(static_cast<double>(r.index), r.camera.camera_to_world);
+      trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
+      if (a.emit == "jsonl") {
+        std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
+        std::fflush(stdout);
+      }
       if (ply) {
         out.depth->append(r.depth.reshape({H, W, 1}));
         out.depth_conf->append(r.depth_conf);
@@ -151,14 +215,17 @@ int run_run(const RunArgs& a) {
     }
   };
 
-  Progress progress(S, "frames");
+  Progress progress(static_cast<int>(std::max<int64_t>(expected, 0)), "frames");
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < S; ++i) {
-    held.push_back(source.frame(i));
-    consume(model.push(held.back()));
-    progress.update(i + 1);
-    if (a.engine.kv_stats) log_info("frame {}: {}", i, kv::format_stats(model.cache_stats()));
+  int S = 0;
+  for (video::Frame frame; source->next(frame); ++S) {
+    held.push_back(std::move(frame));
+    consume(model.push(held.back().image));
+    progress.update(S + 1);
+    if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model.cache_stats()));
   }
+  LB_CHECK(S > 0, "{}: no frames to reconstruct", source->description());
+  source.reset();  // the decoder thread ends here
   consume(model.finish());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.done();
