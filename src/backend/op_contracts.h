@@ -23,7 +23,7 @@
 //     elsewhere no output overlaps an input.
 // A violation throws lingbot::Error with one line that names the op, the
 // argument and the shapes, e.g.
-//   copy_rows: block 2 writes dst rows [90, 100), past dst's 96 rows (dst float32[96, 64] on cpu)
+//   copy_rows: block 2 of 3: dst rows [90, 100) past dst's 96 rows (dst float32[96, 64] on cpu)
 // The checks are a few integer comparisons per tensor: they never touch
 // tensor data or the device (the CUDA ops run inside graph capture), and a
 // message is formatted only when a check fails.
