@@ -8,7 +8,20 @@
 // warmed up — which is what lets the CUDA backend capture it as a graph.
 //
 // Shapes are written [rows, cols] for 2-D row-major data: a "token matrix"
-// is [tokens, channels], images and feature maps are NCHW.
+// is [tokens, channels], images and feature maps are NCHW. A matrix operand
+// x[N, K] may be any tensor of N * K elements read as rows of K (the model
+// passes [frames, tokens, channels] as one matrix). Activations are float32
+// or the backend's compute_dtype() / residual_dtype(); parameter vectors
+// (biases, gains, norm weights), RoPE tables, images and NCHW maps are
+// float32. An output overlaps no input, except where an op says "may alias"
+// (then it is that very tensor).
+//
+// Where the contracts are checked: backend/op_contracts.h, one check_<op>()
+// per op, written once and called first by every backend's op, so every
+// backend accepts and refuses the same calls with the same one-line
+// messages. A backend then checks only its own limits (CUDA grid sizes, the
+// attention kernels' head_dim cap, alignment of fast paths, the CPU's
+// float32-only arithmetic).
 #pragma once
 
 #include "core/error.h"
@@ -138,7 +151,8 @@ class Backend {
   // The transformer's "x = x + ls(proj(attn))" in one call.
   virtual void linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
                                Tensor& residual) = 0;
-  // out[N, C] = LayerNorm over C; w and b may be null (no affine).
+  // out[N, C] = LayerNorm over C; w and b [C] may be null (no affine). out
+  // may be x (in place) when both have one dtype.
   virtual void layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) = 0;
 
   // ---- attention ----------------------------------------------------------
@@ -182,14 +196,6 @@ class Backend {
   virtual void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) = 0;
   void resize_bilinear(const Tensor& x, Tensor& out) { resize_bilinear(x, nullptr, out); }
 };
-
-inline void Backend::download_async(const Tensor& device, Tensor& host) {
-  LB_CHECK(host.is_cpu() && host.shape() == device.shape() && host.dtype() == DType::F32,
-           "download_async: {} into {} (expected a float32 host tensor of the same shape)", device.describe(),
-           host.describe());
-  const Tensor t = download(device);
-  std::memcpy(host.data(), t.data(), t.nbytes());
-}
 
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 

@@ -24,7 +24,7 @@ std::string CpuBackend::name() const { return fmt::format("cpu ({} threads, Open
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }
 
 Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
-  LB_CHECK(host.is_cpu(), "upload: expected a host tensor, got {}", host.describe());
+  contracts::check_upload(contract(), host);
   // Same type: share the memory (weights stay in the checkpoint's page-cache
   // mapping instead of being copied). Weights are never written to.
   if (host.dtype() == dtype) return host;
@@ -32,7 +32,7 @@ Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
 }
 
 void CpuBackend::upload_into(const Tensor& host, Tensor& device) {
-  LB_CHECK(host.shape() == device.shape(), "upload_into: {} into {}", host.describe(), device.describe());
+  contracts::check_upload_into(contract(), host, device);
   if (host.dtype() == device.dtype()) {
     device.copy_from(host);
   } else {
@@ -40,15 +40,20 @@ void CpuBackend::upload_into(const Tensor& host, Tensor& device) {
   }
 }
 
-Tensor CpuBackend::download(const Tensor& device) { return device.to_dtype(DType::F32); }
+Tensor CpuBackend::download(const Tensor& device) {
+  contracts::check_download(contract(), device);
+  return device.to_dtype(DType::F32);
+}
 
 void CpuBackend::fill(Tensor& t, float value) {
+  contracts::check_fill(contract(), t);
+  LB_CHECK(t.dtype() == DType::F32, "fill: the cpu backend fills float32 tensors only, got {}", t.describe());
   float* p = t.f32();
   std::fill(p, p + t.numel(), value);
 }
 
 void CpuBackend::convert(const Tensor& src, Tensor& dst) {
-  LB_CHECK(src.numel() == dst.numel(), "convert: {} -> {}", src.describe(), dst.describe());
+  contracts::check_convert(contract(), src, dst);
   if (src.dtype() == dst.dtype()) {
     std::memcpy(dst.data(), src.data(), src.nbytes());
   } else {

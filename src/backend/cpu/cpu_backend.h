@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/op_contracts.h"
 
 #include <vector>
 
@@ -55,6 +56,9 @@ class CpuBackend final : public Backend {
   using Backend::resize_bilinear;
 
  private:
+  // What the shared contract checks (op_contracts.h) hold this backend's calls to.
+  contracts::Target contract() const { return {Device::CPU, compute_dtype(), residual_dtype()}; }
+
   int threads_;
   // conv2d's im2col buffer, kept from call to call: allocating and zeroing
   // up to 64 MB per convolution was a serial step in every DPT convolution.

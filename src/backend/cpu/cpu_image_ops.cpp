@@ -14,16 +14,6 @@ namespace lingbot::cpu {
 
 namespace {
 
-struct Nchw {
-  int64_t n, c, h, w;
-};
-
-Nchw nchw_of(const Tensor& t, const char* what) {
-  LB_CHECK(t.ndim() == 4 && t.dtype() == DType::F32 && t.is_cpu(), "cpu backend: {} must be float32 NCHW, got {}",
-           what, t.describe());
-  return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
-}
-
 // Column buffers are kept under this many floats (64 MB).
 constexpr int64_t kMaxColumnFloats = int64_t{16} << 20;
 
@@ -31,11 +21,8 @@ constexpr int64_t kMaxColumnFloats = int64_t{16} << 20;
 
 void CpuBackend::patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
                           const std::array<float, 3>& std, Tensor& patches) {
-  const Nchw s = nchw_of(images, "patchify input");
-  LB_CHECK(s.c == 3 && s.h % patch == 0 && s.w % patch == 0, "patchify: {} is not 3 x multiples of {}",
-           images.describe(), patch);
+  const contracts::Nchw s = contracts::check_patchify(contract(), images, patch, patches);
   const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * patch * patch;
-  LB_CHECK(patches.numel() == s.n * gh * gw * row, "patchify: output {}", patches.describe());
   const float* src = images.f32();
   float* dst = patches.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(s.n * s.h * s.w * 3))
@@ -55,11 +42,7 @@ void CpuBackend::patchify(const Tensor& images, int patch, const std::array<floa
 }
 
 void CpuBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) {
-  const int64_t C = tokens.dim(-1);
-  const int64_t hw = static_cast<int64_t>(h) * w;
-  LB_CHECK(tokens.numel() % (hw * C) == 0, "tokens_to_nchw: {} is not [B, {}x{}, C]", tokens.describe(), h, w);
-  const int64_t B = tokens.numel() / (hw * C);
-  LB_CHECK(maps.numel() == tokens.numel(), "tokens_to_nchw: output {}", maps.describe());
+  const auto [B, hw, C] = contracts::check_tokens_to_nchw(contract(), tokens, h, w, maps);
   const float* src = tokens.f32();
   float* dst = maps.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(tokens.numel()))
@@ -69,14 +52,10 @@ void CpuBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps
 }
 
 void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
-  const Nchw in = nchw_of(x, "conv2d input");
-  const Nchw o = nchw_of(out, "conv2d output");
-  LB_CHECK(w.ndim() == 4 && w.dim(1) == in.c && w.dim(2) == w.dim(3) && w.dim(0) == o.c,
-           "conv2d: weight {} for input {} and output {}", w.describe(), x.describe(), out.describe());
-  const int64_t k = w.dim(2);
-  LB_CHECK(o.h == (in.h + 2 * pad - k) / stride + 1 && o.w == (in.w + 2 * pad - k) / stride + 1 && o.n == in.n,
-           "conv2d: output {} does not match input {} (k {}, stride {}, pad {})", out.describe(), x.describe(), k,
-           stride, pad);
+  const contracts::ConvDims d = contracts::check_conv2d(contract(), x, w, b, stride, pad, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  const int64_t k = d.kernel;
   const int64_t ckk = in.c * k * k;
   const float* src = x.f32();
   const float* wt = w.f32();
@@ -133,11 +112,9 @@ void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int s
 }
 
 void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
-  const Nchw in = nchw_of(x, "conv_transpose2d input");
-  const Nchw o = nchw_of(out, "conv_transpose2d output");
-  LB_CHECK(w.ndim() == 4 && w.dim(0) == in.c && w.dim(2) == k && w.dim(3) == k && w.dim(1) == o.c &&
-               o.h == in.h * k && o.w == in.w * k && o.n == in.n,
-           "conv_transpose2d: weight {} input {} output {}", w.describe(), x.describe(), out.describe());
+  const contracts::ConvDims d = contracts::check_conv_transpose2d(contract(), x, w, b, k, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
   // Kernel == stride: every output pixel has exactly one input pixel, so
   //   y[(co, ky, kx), p] = sum_ci w[ci, (co, ky, kx)] x[ci, p]
   // is one matrix product followed by a scatter to (y*k + ky, x*k + kx).
@@ -159,9 +136,9 @@ void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor
 }
 
 void CpuBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) {
-  const Nchw in = nchw_of(x, "resize input");
-  const Nchw o = nchw_of(out, "resize output");
-  LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
+  const contracts::MapDims d = contracts::check_resize_bilinear(contract(), x, add, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
   // align_corners=True: source coordinate = dst * (in - 1) / (out - 1),
   // computed in float like PyTorch's kernel.
   const float sh = o.h > 1 ? static_cast<float>(in.h - 1) / static_cast<float>(o.h - 1) : 0.0f;

@@ -16,17 +16,6 @@ namespace lingbot::cpu {
 
 namespace {
 
-void check_f32(const Tensor& t, const char* what) {
-  LB_CHECK(t.dtype() == DType::F32 && t.is_cpu(), "cpu backend: {} must be float32 on cpu, got {}", what,
-           t.describe());
-}
-
-// Rows and columns of a tensor seen as a matrix [numel / cols, cols].
-int64_t rows_of(const Tensor& t, int64_t cols) {
-  LB_CHECK(cols > 0 && t.numel() % cols == 0, "cpu backend: {} is not a matrix with {} columns", t.describe(), cols);
-  return t.numel() / cols;
-}
-
 // y[r, c] = act(y[r, c] + bias[c]); one loop per activation so that each
 // vectorises (gelu_vectorizable: vector_math.h).
 void apply_bias_activation(float* y, int64_t rows, int64_t cols, const float* bias, Activation act) {
@@ -98,22 +87,14 @@ inline void rotate(float* x, int head_dim, const float* cos, const float* sin, R
 }  // namespace
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
-  check_f32(x, "linear input");
-  check_f32(w, "linear weight");
-  const int64_t M = w.dim(0), K = w.dim(1);
-  const int64_t N = rows_of(x, K);
-  LB_CHECK(out.numel() == N * M, "linear: output {} for [{}, {}]", out.describe(), N, M);
+  const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
   gemm_abt(N, M, K, x.f32(), K, w.f32(), K, out.f32(), M);
   apply_bias_activation(out.f32(), N, M, b ? b->f32() : nullptr, act);
 }
 
 void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
                                  Tensor& residual) {
-  check_f32(x, "linear input");
-  check_f32(w, "linear weight");
-  const int64_t M = w.dim(0), K = w.dim(1);
-  const int64_t N = rows_of(x, K);
-  LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
+  const auto [N, K, M] = contracts::check_linear_residual(contract(), x, w, b, gamma, residual);
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(N * M));
   gemm_abt(N, M, K, x.f32(), K, w.f32(), K, scratch.data(), M);
@@ -132,10 +113,7 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
 }
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) {
-  check_f32(x, "layer_norm input");
-  const int64_t C = w ? w->numel() : x.dim(-1);
-  const int64_t N = rows_of(x, C);
-  LB_CHECK(out.numel() == x.numel(), "layer_norm: output {} for input {}", out.describe(), x.describe());
+  const auto [N, C] = contracts::check_layer_norm(contract(), x, w, b, out);
   const float* src = x.f32();
   float* dst = out.f32();
   const float* wp = w ? w->f32() : nullptr;
@@ -149,16 +127,8 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, f
 
 void CpuBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const QkNorm* norm,
                            const RopeTable* rope, Tensor& q, Tensor& k, Tensor& v) {
-  check_f32(qkv, "qkv");
-  const int64_t C = static_cast<int64_t>(num_heads) * head_dim;
-  const int64_t N = rows_of(qkv, 3 * C);
-  LB_CHECK(q.numel() == N * C && k.numel() == N * C && v.numel() == N * C, "split_qkv: outputs for [{}, {}]", N,
-           C);
+  const auto [N, C] = contracts::check_split_qkv(contract(), qkv, num_heads, head_dim, norm, rope, q, k, v);
   const int64_t table_rows = rope ? rope->cos.dim(0) : 0;
-  if (rope) {
-    LB_CHECK(rope->cos.dim(1) == head_dim / 2 && rope->sin.numel() == rope->cos.numel(),
-             "split_qkv: rope table {} for head_dim {}", rope->cos.describe(), head_dim);
-  }
   const float* src = qkv.f32();
   float* outs[3] = {q.f32(), k.f32(), v.f32()};
 #pragma omp parallel for schedule(static) if (parallel_worth(N * 3 * C))
@@ -186,11 +156,7 @@ void CpuBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const
 
 void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads,
                            int head_dim, Tensor& out) {
-  const int64_t C = static_cast<int64_t>(num_heads) * head_dim;
-  const int64_t N = rows_of(q, C);
-  LB_CHECK(groups > 0 && N % groups == 0, "attention: {} tokens in {} groups", N, groups);
-  LB_CHECK(k.numel() == N * C && v.numel() == N * C && out.numel() == N * C, "attention: shapes differ");
-  const int64_t n = N / groups;
+  const auto [n, C] = contracts::check_attention(contract(), q, k, v, groups, num_heads, head_dim, out);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   for (int g = 0; g < groups; ++g) {
     const int64_t off = g * n * C;
@@ -201,14 +167,12 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, in
 }
 
 void CpuBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
+  contracts::check_copy_rows(contract(), src, dst, c);
+  if (c.rows == 0) return;
   const size_t esize = dtype_size(src.dtype());
-  LB_CHECK(src.dtype() == dst.dtype(), "copy_rows: {} -> {}", src.describe(), dst.describe());
-  const int64_t src_rows = rows_of(src, c.cols), dst_rows = rows_of(dst, c.cols);
   for (int64_t b = 0; b < c.batches; ++b) {
     const int64_t s0 = c.src_offset + b * c.src_batch_stride;
     const int64_t d0 = c.dst_offset + b * c.dst_batch_stride;
-    LB_CHECK(s0 >= 0 && s0 + c.rows <= src_rows && d0 >= 0 && d0 + c.rows <= dst_rows,
-             "copy_rows: block {} out of range", b);
     std::memcpy(static_cast<char*>(dst.data()) + static_cast<size_t>(d0 * c.cols) * esize,
                 static_cast<const char*>(src.data()) + static_cast<size_t>(s0 * c.cols) * esize,
                 static_cast<size_t>(c.rows * c.cols) * esize);
@@ -216,9 +180,7 @@ void CpuBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
 }
 
 void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
-  const int64_t ca = a.dim(-1), cb = b.dim(-1);
-  const int64_t n = rows_of(a, ca);
-  LB_CHECK(rows_of(b, cb) == n && out.numel() == n * (ca + cb), "concat_cols: shapes differ");
+  const auto [n, ca, cb] = contracts::check_concat_cols(contract(), a, b, out);
   const float* pa = a.f32();
   const float* pb = b.f32();
   float* po = out.f32();
@@ -230,8 +192,8 @@ void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CpuBackend::add_broadcast(Tensor& x, const Tensor& y) {
+  contracts::check_add_broadcast(contract(), x, y);
   const int64_t n = x.numel(), m = y.numel();
-  LB_CHECK(m > 0 && n % m == 0, "add_broadcast: {} += {}", x.describe(), y.describe());
   float* px = x.f32();
   const float* py = y.f32();
 #pragma omp parallel for schedule(static) if (parallel_worth(n))
@@ -239,7 +201,7 @@ void CpuBackend::add_broadcast(Tensor& x, const Tensor& y) {
 }
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
-  LB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes differ");
+  contracts::check_add(contract(), a, b, out);
   const float* pa = a.f32();
   const float* pb = b.f32();
   float* po = out.f32();
@@ -249,7 +211,7 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void CpuBackend::relu(const Tensor& x, Tensor& out) {
-  LB_CHECK(x.numel() == out.numel(), "relu: shapes differ");
+  contracts::check_unary(contract(), "relu", x, out);
   const float* px = x.f32();
   float* po = out.f32();
   const int64_t n = x.numel();
@@ -258,7 +220,7 @@ void CpuBackend::relu(const Tensor& x, Tensor& out) {
 }
 
 void CpuBackend::silu(const Tensor& x, Tensor& out) {
-  LB_CHECK(x.numel() == out.numel(), "silu: shapes differ");
+  contracts::check_unary(contract(), "silu", x, out);
   const float* px = x.f32();
   float* po = out.f32();
   const int64_t n = x.numel();
@@ -267,10 +229,7 @@ void CpuBackend::silu(const Tensor& x, Tensor& out) {
 }
 
 void CpuBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) {
-  const int64_t C = xn.dim(-1);
-  const int64_t N = rows_of(xn, C);
-  LB_CHECK(mod.numel() == N * 3 * C && residual.numel() == N * C && out.numel() == N * C,
-           "adaln_modulate: shapes differ");
+  const auto [N, C] = contracts::check_adaln_modulate(contract(), xn, mod, residual, out);
   const float* x = xn.f32();
   const float* m = mod.f32();
   const float* r = residual.f32();

@@ -1,8 +1,10 @@
-// CudaBackend: argument checks (the same conditions and messages as the CPU
-// backend, plus device and dtype checks), memory and transfers, and the
-// dispatch of each op to cuBLASLt (gemm.h), cuDNN (conv.h), the attention
-// and KV cache code (attention.h, cuda_kv_cache.h) or the backend's own
-// kernels (kernels.h).
+// CudaBackend: memory and transfers, and the dispatch of each op to cuBLASLt
+// (gemm.h), cuDNN (conv.h), the attention and KV cache code (attention.h,
+// cuda_kv_cache.h) or the backend's own kernels (kernels.h). Every op first
+// checks its arguments against the contract shared with the CPU backend
+// (backend/op_contracts.h); what is checked here after it is this backend's
+// own limits (grid sizes, the qk-norm/RoPE kernel's channel cap, int-indexed
+// rows).
 #include "backend/cuda/cuda_backend.h"
 
 #include "backend/cuda/attention/attention.h"
@@ -28,43 +30,10 @@ namespace {
 // destinations not seen recently are released (after waiting for the stream).
 constexpr size_t kMaxStagingBytes = size_t{512} << 20;
 
-void check_on_device(const Tensor& t, const char* op, const char* what) {
-  LB_CHECK(t.defined(), "cuda backend: {}: {} is not allocated", op, what);
-  LB_CHECK(t.device() == Device::CUDA, "cuda backend: {}: {} must be on cuda, got {}", op, what, t.describe());
-}
-
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  LB_CHECK(a.dtype() == b.dtype(), "cuda backend: {}: {} and {} differ in dtype", op, a.describe(), b.describe());
-}
-
 bool is_float16_32(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
-// Rows of a tensor seen as a matrix [numel / cols, cols].
-int64_t rows_of(const Tensor& t, int64_t cols, const char* op) {
-  LB_CHECK(cols > 0 && t.numel() % cols == 0, "cuda backend: {}: {} is not a matrix with {} columns", op, t.describe(),
-           cols);
-  return t.numel() / cols;
-}
-
-// A float32 parameter vector of n elements on the device, or null.
-const float* f32_vector(const Tensor* t, int64_t n, const char* op, const char* what) {
-  if (t == nullptr) return nullptr;
-  check_on_device(*t, op, what);
-  LB_CHECK(t->dtype() == DType::F32 && t->numel() == n, "cuda backend: {}: {} must be float32 with {} elements, got {}",
-           op, what, n, t->describe());
-  return t->data_as<const float>();
-}
-
-struct Nchw {
-  int64_t n, c, h, w;
-};
-
-Nchw nchw_of(const Tensor& t, const char* op, const char* what) {
-  check_on_device(t, op, what);
-  LB_CHECK(t.ndim() == 4 && t.dtype() == DType::F32, "cuda backend: {}: {} must be float32 NCHW, got {}", op, what,
-           t.describe());
-  return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
-}
+// An optional float32 parameter vector (the contract checked its dtype and size).
+const float* f32_or_null(const Tensor* t) { return t != nullptr ? t->data_as<const float>() : nullptr; }
 
 char* bytes_at(const Tensor& t, int64_t element) {
   return static_cast<char*>(t.data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
@@ -272,7 +241,7 @@ void CudaBackend::replay(const std::shared_ptr<void>& graph) {
 Tensor CudaBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CUDA); }
 
 Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
-  LB_CHECK(host.is_cpu(), "upload: expected a host tensor, got {}", host.describe());
+  contracts::check_upload(contract(), host);
   Tensor dev = alloc(host.shape(), dtype);
   if (host.numel() == 0) return dev;
   if (host.dtype() == dtype) {
@@ -314,18 +283,14 @@ CudaBackend::Staging& CudaBackend::staging_for(const Tensor& device) {
 }
 
 void CudaBackend::stage_upload(const Tensor& host, const Tensor& device) {
-  LB_CHECK(host.is_cpu() && host.shape() == device.shape(), "stage_upload: {} into {}", host.describe(),
-           device.describe());
-  check_on_device(device, "stage_upload", "destination");
+  contracts::check_upload_into(contract(), host, device);  // the first half of an upload_into
   Staging& s = staging_for(device);
   if (s.pending) LB_CUDA_CHECK(cudaEventSynchronize(s.copied));
   write_host_as(host, device.dtype(), s.host);
 }
 
 void CudaBackend::upload_into(const Tensor& host, Tensor& device) {
-  LB_CHECK(host.is_cpu(), "upload_into: expected a host tensor, got {}", host.describe());
-  check_on_device(device, "upload_into", "destination");
-  LB_CHECK(host.shape() == device.shape(), "upload_into: {} into {}", host.describe(), device.describe());
+  contracts::check_upload_into(contract(), host, device);
   if (device.numel() == 0) return;
   Staging& s = staging_for(device);
   const bool in_capture = capturing(main_.stream);
@@ -342,7 +307,7 @@ void CudaBackend::upload_into(const Tensor& host, Tensor& device) {
 }
 
 Tensor CudaBackend::download(const Tensor& device) {
-  check_on_device(device, "download", "source");
+  contracts::check_download(contract(), device);
   Tensor host = Tensor::empty(device.shape(), DType::F32);
   if (device.numel() == 0) return host;
   if (device.dtype() == DType::F32) {
@@ -371,10 +336,7 @@ Tensor CudaBackend::alloc_host(const Shape& shape, DType dtype) {
 }
 
 void CudaBackend::download_async(const Tensor& device, Tensor& host) {
-  check_on_device(device, "download_async", "source");
-  LB_CHECK(host.is_cpu() && host.shape() == device.shape() && host.dtype() == device.dtype(),
-           "download_async: {} into {} (expected a host tensor of the same shape and dtype)", device.describe(),
-           host.describe());
+  contracts::check_download_async(contract(), device, host);
   if (device.numel() == 0) return;
   LB_CUDA_CHECK(cudaMemcpyAsync(host.data(), device.data(), device.nbytes(), cudaMemcpyDeviceToHost, main_.stream));
   after_op("download_async");
@@ -394,15 +356,13 @@ void CudaBackend::wait(const std::shared_ptr<void>& fence) {
 }
 
 void CudaBackend::fill(Tensor& t, float value) {
-  check_on_device(t, "fill", "tensor");
+  contracts::check_fill(contract(), t);
   kernels::fill(t.data(), t.dtype(), t.numel(), value, lane_->stream);
   after_op("fill");
 }
 
 void CudaBackend::convert(const Tensor& src, Tensor& dst) {
-  check_on_device(src, "convert", "source");
-  check_on_device(dst, "convert", "destination");
-  LB_CHECK(src.numel() == dst.numel(), "convert: {} -> {}", src.describe(), dst.describe());
+  contracts::check_convert(contract(), src, dst);
   if (src.dtype() == dst.dtype()) {
     if (src.numel() > 0 && src.data() != dst.data())
       LB_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, lane_->stream));
@@ -432,7 +392,7 @@ bool CudaBackend::streams_weights(DType x_type, DType out_type, int64_t N) {
 // out[N, M] = x[N, K] w[M, K]^T (+ bias), by the weight-streaming kernel or cuBLASLt.
 void CudaBackend::product(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, void* out,
                           DType out_type, int64_t N, int64_t K, int64_t M) {
-  const float* b = f32_vector(bias, M, op, "bias");
+  const float* b = f32_or_null(bias);
   if (streams_weights(x.dtype(), out_type, N)) {
     kernels::gemv_f32(static_cast<const float*>(x.data()), static_cast<const float*>(w.data()), b,
                       static_cast<float*>(out), N, K, M, lane_->stream);
@@ -456,14 +416,7 @@ const void* CudaBackend::rounded_bias(const Tensor& bias) {
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const char* op = "linear";
-  check_on_device(x, op, "input");
-  check_on_device(w, op, "weight");
-  check_on_device(out, op, "output");
-  LB_CHECK(w.ndim() == 2, "cuda backend: linear: weight {} is not a matrix", w.describe());
-  check_same_dtype(x, w, op);
-  const int64_t M = w.dim(0), K = w.dim(1);
-  const int64_t N = rows_of(x, K, op);
-  LB_CHECK(out.numel() == N * M, "linear: output {} for [{}, {}]", out.describe(), N, M);
+  const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
   product(op, x, w, b, out.data(), out.dtype(), N, K, M);
   // nn.GELU() is the erf form; cuBLASLt's GELU epilogue is the tanh one, so
   // the activation is a pass of its own (on the rounded output, as upstream).
@@ -475,21 +428,14 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tens
 void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
                                   Tensor& residual) {
   const char* op = "linear_residual";
-  check_on_device(x, op, "input");
-  check_on_device(w, op, "weight");
-  check_on_device(residual, op, "residual");
-  LB_CHECK(w.ndim() == 2, "cuda backend: linear_residual: weight {} is not a matrix", w.describe());
-  check_same_dtype(x, w, op);
-  const int64_t M = w.dim(0), K = w.dim(1);
-  const int64_t N = rows_of(x, K, op);
-  LB_CHECK(residual.numel() == N * M, "linear_residual: residual {} for [{}, {}]", residual.describe(), N, M);
+  const auto [N, K, M] = contracts::check_linear_residual(contract(), x, w, b, gamma, residual);
   // Without a gain, a float32 residual takes the product (with its bias)
   // straight into cuBLASLt's epilogue: residual += product, accumulated in
   // float32, no pass of its own (the transformer blocks' case: the model
   // folds LayerScale into the weights, see model/weights.h). The weight-
   // streaming kernel has no such epilogue.
   if (gamma == nullptr && residual.dtype() == DType::F32 && !streams_weights(x.dtype(), DType::F32, N)) {
-    lane_->gemm->linear(x.data(), w.data(), f32_vector(b, M, op, "bias"), residual.data(), N, K, M, x.dtype(),
+    lane_->gemm->linear(x.data(), w.data(), f32_or_null(b), residual.data(), N, K, M, x.dtype(),
                         DType::F32, nullptr, /*accumulate=*/true);
     after_op(op);
     return;
@@ -498,25 +444,18 @@ void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor
   // residual = residual + gamma * product, rounded once to the residual's dtype.
   float* y = lane_->scratch->get_as<float>(N * M);
   product(op, x, w, b, y, DType::F32, N, K, M);
-  kernels::residual_update(residual.data(), residual.dtype(), y, f32_vector(gamma, M, op, "gamma"), N, M, lane_->stream);
+  kernels::residual_update(residual.data(), residual.dtype(), y, f32_or_null(gamma), N, M, lane_->stream);
   after_op(op);
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) {
   const char* op = "layer_norm";
-  check_on_device(x, op, "input");
-  check_on_device(out, op, "output");
   // The output may have another type than the input (a float32 residual
-  // stream normalised into a bfloat16 matrix-product input), but then not
-  // the same memory.
-  LB_CHECK(x.dtype() == out.dtype() || x.data() != out.data(), "cuda backend: layer_norm in place from {} to {}",
-           x.describe(), out.describe());
-  LB_CHECK(x.ndim() >= 1, "cuda backend: layer_norm of a scalar");
-  const int64_t C = w ? w->numel() : x.dim(-1);
-  const int64_t N = rows_of(x, C, op);
-  LB_CHECK(out.numel() == x.numel(), "layer_norm: output {} for input {}", out.describe(), x.describe());
-  kernels::layer_norm(x.data(), x.dtype(), out.data(), out.dtype(), f32_vector(w, C, op, "weight"),
-                      f32_vector(b, C, op, "bias"), N, C, eps, lane_->stream);
+  // stream normalised into a bfloat16 matrix-product input); in place only
+  // with one type (the contract).
+  const auto [N, C] = contracts::check_layer_norm(contract(), x, w, b, out);
+  kernels::layer_norm(x.data(), x.dtype(), out.data(), out.dtype(), f32_or_null(w), f32_or_null(b), N, C, eps,
+                      lane_->stream);
   after_op(op);
 }
 
@@ -525,17 +464,7 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, 
 void CudaBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const QkNorm* norm, const RopeTable* rope,
                             Tensor& q, Tensor& k, Tensor& v) {
   const char* op = "split_qkv";
-  check_on_device(qkv, op, "qkv");
-  check_on_device(q, op, "q");
-  check_on_device(k, op, "k");
-  check_on_device(v, op, "v");
-  check_same_dtype(qkv, q, op);
-  check_same_dtype(qkv, k, op);
-  check_same_dtype(qkv, v, op);
-  LB_CHECK(num_heads > 0 && head_dim > 0, "split_qkv: {} heads of dimension {}", num_heads, head_dim);
-  const int64_t C = static_cast<int64_t>(num_heads) * head_dim;
-  const int64_t N = rows_of(qkv, 3 * C, op);
-  LB_CHECK(q.numel() == N * C && k.numel() == N * C && v.numel() == N * C, "split_qkv: outputs for [{}, {}]", N, C);
+  const auto [N, C] = contracts::check_split_qkv(contract(), qkv, num_heads, head_dim, norm, rope, q, k, v);
 
   kernels::SplitQkv a;
   a.qkv = qkv.data();
@@ -548,23 +477,15 @@ void CudaBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, cons
   a.head_dim = head_dim;
   if (norm) {
     a.norm = true;
-    a.q_weight = f32_vector(norm->q_weight, head_dim, op, "q_norm weight");
-    a.q_bias = f32_vector(norm->q_bias, head_dim, op, "q_norm bias");
-    a.k_weight = f32_vector(norm->k_weight, head_dim, op, "k_norm weight");
-    a.k_bias = f32_vector(norm->k_bias, head_dim, op, "k_norm bias");
+    a.q_weight = f32_or_null(norm->q_weight);
+    a.q_bias = f32_or_null(norm->q_bias);
+    a.k_weight = f32_or_null(norm->k_weight);
+    a.k_bias = f32_or_null(norm->k_bias);
     a.eps = norm->eps;
   }
   if (rope) {
-    check_on_device(rope->cos, op, "rope cos");
-    check_on_device(rope->sin, op, "rope sin");
-    LB_CHECK(rope->cos.ndim() == 2 && rope->cos.dim(1) == head_dim / 2 && rope->cos.dim(0) > 0 &&
-                 rope->sin.numel() == rope->cos.numel() && rope->cos.dtype() == DType::F32 &&
-                 rope->sin.dtype() == DType::F32,
-             "split_qkv: rope table {} / {} for head_dim {}", rope->cos.describe(), rope->sin.describe(), head_dim);
-    const bool half_split = rope->pairs == RopeTable::Pairs::HalfSplit;
-    LB_CHECK(head_dim % (half_split ? 4 : 2) == 0, "split_qkv: {} RoPE needs head_dim divisible by {}, got {}",
-             half_split ? "half-split" : "interleaved", half_split ? 4 : 2, head_dim);
-    a.rope = half_split ? kernels::SplitQkv::Rope::HalfSplit : kernels::SplitQkv::Rope::Interleaved;
+    a.rope = rope->pairs == RopeTable::Pairs::HalfSplit ? kernels::SplitQkv::Rope::HalfSplit
+                                                        : kernels::SplitQkv::Rope::Interleaved;
     a.cos = rope->cos.data_as<const float>();
     a.sin = rope->sin.data_as<const float>();
     a.rope_rows = rope->cos.dim(0);
@@ -579,10 +500,8 @@ void CudaBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, cons
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
                             Tensor& out) {
   const char* op = "attention";
-  check_on_device(q, op, "q");
-  check_on_device(k, op, "k");
-  check_on_device(v, op, "v");
-  check_on_device(out, op, "output");
+  contracts::check_attention(contract(), q, k, v, groups, num_heads, head_dim, out);
+  // attention_dense adds the kernels' own limits (head_dim, rows, alignment).
   attention_dense(q, k, v, groups, num_heads, head_dim, out, lane_->stream);
   after_op(op);
 }
@@ -591,22 +510,9 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
 
 void CudaBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
   const char* op = "copy_rows";
-  check_on_device(src, op, "source");
-  check_on_device(dst, op, "destination");
-  LB_CHECK(src.dtype() == dst.dtype(), "copy_rows: {} -> {}", src.describe(), dst.describe());
-  const int64_t src_rows = rows_of(src, c.cols, op), dst_rows = rows_of(dst, c.cols, op);
-  LB_CHECK(c.batches >= 0 && c.rows >= 0, "copy_rows: {} batches of {} rows", c.batches, c.rows);
+  // The contract also keeps the blocks apart in dst: they are copied in parallel.
+  contracts::check_copy_rows(contract(), src, dst, c);
   if (c.batches == 0 || c.rows == 0) return;
-  // The blocks' offsets are linear in b: checking the first and last checks all.
-  for (const int64_t b : {int64_t{0}, c.batches - 1}) {
-    const int64_t s0 = c.src_offset + b * c.src_batch_stride;
-    const int64_t d0 = c.dst_offset + b * c.dst_batch_stride;
-    LB_CHECK(s0 >= 0 && s0 + c.rows <= src_rows && d0 >= 0 && d0 + c.rows <= dst_rows,
-             "copy_rows: block {} out of range", b);
-  }
-  // Blocks are copied in parallel: they must not overlap in the destination.
-  LB_CHECK(c.batches == 1 || std::abs(c.dst_batch_stride) >= c.rows,
-           "copy_rows: destination blocks of {} rows {} rows apart overlap", c.rows, c.dst_batch_stride);
   const int64_t row_bytes = c.cols * static_cast<int64_t>(dtype_size(src.dtype()));
   kernels::copy_2d(bytes_at(dst, c.dst_offset * c.cols), c.dst_batch_stride * row_bytes,
                    bytes_at(src, c.src_offset * c.cols), c.src_batch_stride * row_bytes, c.rows * row_bytes, c.batches,
@@ -616,14 +522,7 @@ void CudaBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
 
 void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
   const char* op = "concat_cols";
-  check_on_device(a, op, "a");
-  check_on_device(b, op, "b");
-  check_on_device(out, op, "output");
-  check_same_dtype(a, out, op);
-  check_same_dtype(b, out, op);
-  const int64_t ca = a.dim(-1), cb = b.dim(-1);
-  const int64_t n = rows_of(a, ca, op);
-  LB_CHECK(rows_of(b, cb, op) == n && out.numel() == n * (ca + cb), "concat_cols: shapes differ");
+  const auto [n, ca, cb] = contracts::check_concat_cols(contract(), a, b, out);
   const int64_t es = static_cast<int64_t>(dtype_size(out.dtype()));
   kernels::copy_2d(out.data(), (ca + cb) * es, a.data(), ca * es, ca * es, n, lane_->stream);
   kernels::copy_2d(bytes_at(out, ca), (ca + cb) * es, b.data(), cb * es, cb * es, n, lane_->stream);
@@ -632,58 +531,34 @@ void CudaBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
 
 void CudaBackend::add_broadcast(Tensor& x, const Tensor& y) {
   const char* op = "add_broadcast";
-  check_on_device(x, op, "x");
-  check_on_device(y, op, "y");
+  contracts::check_add_broadcast(contract(), x, y);
   const int64_t n = x.numel(), m = y.numel();
-  LB_CHECK(m > 0 && n % m == 0, "add_broadcast: {} += {}", x.describe(), y.describe());
   kernels::add_broadcast(x.data(), x.dtype(), n, y.data(), y.dtype(), m, lane_->stream);
   after_op(op);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   const char* op = "add";
-  check_on_device(a, op, "a");
-  check_on_device(b, op, "b");
-  check_on_device(out, op, "output");
-  check_same_dtype(a, out, op);
-  check_same_dtype(b, out, op);
-  LB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes differ");
+  contracts::check_add(contract(), a, b, out);
   kernels::add(a.data(), b.data(), out.data(), out.dtype(), out.numel(), lane_->stream);
   after_op(op);
 }
 
 void CudaBackend::relu(const Tensor& x, Tensor& out) {
-  check_on_device(x, "relu", "input");
-  check_on_device(out, "relu", "output");
-  check_same_dtype(x, out, "relu");
-  LB_CHECK(x.numel() == out.numel(), "relu: shapes differ");
+  contracts::check_unary(contract(), "relu", x, out);
   kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Relu, lane_->stream);
   after_op("relu");
 }
 
 void CudaBackend::silu(const Tensor& x, Tensor& out) {
-  check_on_device(x, "silu", "input");
-  check_on_device(out, "silu", "output");
-  check_same_dtype(x, out, "silu");
-  LB_CHECK(x.numel() == out.numel(), "silu: shapes differ");
+  contracts::check_unary(contract(), "silu", x, out);
   kernels::unary(x.data(), out.data(), x.dtype(), x.numel(), kernels::Unary::Silu, lane_->stream);
   after_op("silu");
 }
 
 void CudaBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) {
   const char* op = "adaln_modulate";
-  check_on_device(xn, op, "xn");
-  check_on_device(mod, op, "mod");
-  check_on_device(residual, op, "residual");
-  check_on_device(out, op, "output");
-  check_same_dtype(xn, mod, op);
-  check_same_dtype(xn, residual, op);
-  check_same_dtype(xn, out, op);
-  LB_CHECK(xn.ndim() >= 1, "cuda backend: adaln_modulate of a scalar");
-  const int64_t C = xn.dim(-1);
-  const int64_t N = rows_of(xn, C, op);
-  LB_CHECK(mod.numel() == N * 3 * C && residual.numel() == N * C && out.numel() == N * C,
-           "adaln_modulate: shapes differ");
+  const auto [N, C] = contracts::check_adaln_modulate(contract(), xn, mod, residual, out);
   kernels::adaln_modulate(xn.data(), mod.data(), residual.data(), out.data(), xn.dtype(), N, C, lane_->stream);
   after_op(op);
 }
@@ -693,12 +568,7 @@ void CudaBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tens
 void CudaBackend::patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
                            const std::array<float, 3>& std, Tensor& patches) {
   const char* op = "patchify";
-  const Nchw s = nchw_of(images, op, "images");
-  check_on_device(patches, op, "patches");
-  LB_CHECK(patch > 0 && s.c == 3 && s.h % patch == 0 && s.w % patch == 0, "patchify: {} is not 3 x multiples of {}",
-           images.describe(), patch);
-  const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * int64_t{patch} * patch;
-  LB_CHECK(patches.numel() == s.n * gh * gw * row, "patchify: output {}", patches.describe());
+  const contracts::Nchw s = contracts::check_patchify(contract(), images, patch, patches);
   kernels::patchify(images.data_as<const float>(), s.n, s.h, s.w, patch, mean.data(), std.data(), patches.data(),
                     patches.dtype(), lane_->stream);
   after_op(op);
@@ -706,15 +576,7 @@ void CudaBackend::patchify(const Tensor& images, int patch, const std::array<flo
 
 void CudaBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) {
   const char* op = "tokens_to_nchw";
-  check_on_device(tokens, op, "tokens");
-  check_on_device(maps, op, "maps");
-  check_same_dtype(tokens, maps, op);
-  const int64_t C = tokens.dim(-1);
-  const int64_t hw = static_cast<int64_t>(h) * w;
-  LB_CHECK(hw > 0 && C > 0 && tokens.numel() % (hw * C) == 0, "tokens_to_nchw: {} is not [B, {}x{}, C]",
-           tokens.describe(), h, w);
-  const int64_t B = tokens.numel() / (hw * C);
-  LB_CHECK(maps.numel() == tokens.numel(), "tokens_to_nchw: output {}", maps.describe());
+  const auto [B, hw, C] = contracts::check_tokens_to_nchw(contract(), tokens, h, w, maps);
   LB_CHECK(B <= 65535 && hw <= 65535 * 32, "tokens_to_nchw: {} maps of {}x{} exceed the kernel's grid", B, h, w);
   kernels::tokens_to_nchw(tokens.data(), maps.data(), tokens.dtype(), B, hw, C, lane_->stream);
   after_op(op);
@@ -722,39 +584,30 @@ void CudaBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& map
 
 void CudaBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
   const char* op = "conv2d";
-  const Nchw in = nchw_of(x, op, "input");
-  const Nchw o = nchw_of(out, op, "output");
-  check_on_device(w, op, "weight");
-  LB_CHECK(w.ndim() == 4 && w.dtype() == DType::F32 && w.dim(1) == in.c && w.dim(2) == w.dim(3) && w.dim(0) == o.c,
-           "conv2d: weight {} for input {} and output {}", w.describe(), x.describe(), out.describe());
-  LB_CHECK(stride > 0 && pad >= 0, "conv2d: stride {} and padding {}", stride, pad);
+  const contracts::ConvDims d = contracts::check_conv2d(contract(), x, w, b, stride, pad, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
   ConvShape s;
   s.batches = in.n;
   s.in_channels = in.c;
   s.height = in.h;
   s.width = in.w;
   s.out_channels = o.c;
-  s.kernel = w.dim(2);
+  s.kernel = d.kernel;
   s.stride = stride;
   s.pad = pad;
-  LB_CHECK(o.h == s.out_height() && o.w == s.out_width() && o.n == in.n,
-           "conv2d: output {} does not match input {} (k {}, stride {}, pad {})", out.describe(), x.describe(), s.kernel,
-           stride, pad);
   lane_->conv->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
-  if (const float* bias = f32_vector(b, o.c, op, "bias"))
+  if (const float* bias = f32_or_null(b))
     kernels::add_channel_bias(out.data_as<float>(), bias, o.n, o.c, o.h * o.w, lane_->stream);
   after_op(op);
 }
 
 void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
   const char* op = "conv_transpose2d";
-  const Nchw in = nchw_of(x, op, "input");
-  const Nchw o = nchw_of(out, op, "output");
-  check_on_device(w, op, "weight");
-  LB_CHECK(k > 0 && w.ndim() == 4 && w.dtype() == DType::F32 && w.dim(0) == in.c && w.dim(2) == k && w.dim(3) == k &&
-               w.dim(1) == o.c && o.h == in.h * k && o.w == in.w * k && o.n == in.n,
-           "conv_transpose2d: weight {} input {} output {}", w.describe(), x.describe(), out.describe());
-  const float* bias = f32_vector(b, o.c, op, "bias");
+  const contracts::ConvDims d = contracts::check_conv_transpose2d(contract(), x, w, b, k, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  const float* bias = f32_or_null(b);
   // Kernel == stride: every output pixel has exactly one input pixel, so per batch
   //   y[(co, ky, kx), p] = sum_ci w[ci, (co, ky, kx)] x[ci, p]
   // is one matrix product, then a scatter to (iy*k + ky, ix*k + kx) adds the bias.
@@ -781,24 +634,14 @@ void CudaBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tenso
 
 void CudaBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) {
   const char* op = "resize_bilinear";
-  const Nchw in = nchw_of(x, op, "input");
-  const Nchw o = nchw_of(out, op, "output");
-  LB_CHECK(in.n == o.n && in.c == o.c, "resize_bilinear: {} -> {}", x.describe(), out.describe());
-  LB_CHECK(o.h * o.w == 0 || in.h * in.w > 0, "resize_bilinear: {} -> {}", x.describe(), out.describe());
+  const contracts::MapDims d = contracts::check_resize_bilinear(contract(), x, add, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
   LB_CHECK(o.w <= std::numeric_limits<int>::max() && in.w <= std::numeric_limits<int>::max(),
            "resize_bilinear: rows of {} -> {} pixels are wider than the kernel indexes", in.w, o.w);
   // The added tensor: whole output planes, repeated over the leading ones.
-  const float* a = nullptr;
-  int64_t add_planes = 0;
-  if (add != nullptr) {
-    check_on_device(*add, op, "added tensor");
-    const int64_t plane = o.h * o.w;
-    LB_CHECK(add->dtype() == DType::F32 && plane > 0 && add->numel() % plane == 0 && add->numel() > 0 &&
-                 out.numel() % add->numel() == 0,
-             "resize_bilinear: cannot add {} to {}", add->describe(), out.describe());
-    a = add->data_as<const float>();
-    add_planes = add->numel() / plane;
-  }
+  const float* a = f32_or_null(add);
+  const int64_t add_planes = add != nullptr ? add->numel() / (o.h * o.w) : 0;
   kernels::resize_bilinear(x.data_as<const float>(), a, add_planes, out.data_as<float>(), in.n * in.c, in.h, in.w, o.h,
                            o.w, lane_->stream);
   after_op(op);

@@ -26,6 +26,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/op_contracts.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -138,6 +139,8 @@ class CudaBackend final : public Backend {
   void stage_upload(const Tensor& host, const Tensor& device);
 
  private:
+  // What the shared contract checks (op_contracts.h) hold this backend's calls to.
+  contracts::Target contract() const { return {Device::CUDA, compute_dtype(), residual_dtype()}; }
   struct Staging;
   Staging& staging_for(const Tensor& device);
   void after_op(const char* op);  // error check / optional synchronisation
