@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace lingbot::io {
+
+struct SelectedPoint;
 
 class PlyWriter {
  public:
@@ -26,5 +29,9 @@ class PlyWriter {
   FILE* temp_ = nullptr;
   int64_t count_ = 0;
 };
+
+// A whole selection (export's --format ply, nerfstudio's sparse_pc.ply) in
+// the same layout, written under a temporary name and renamed into place.
+void write_points_ply(const std::string& path, const std::vector<SelectedPoint>& points);
 
 }  // namespace lingbot::io
