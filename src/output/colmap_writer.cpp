@@ -26,7 +26,9 @@ struct Pose {
 Pose world_to_camera_pose(const Predictions& p, int frame) {
   const auto w2c = p.world_to_camera(frame);
   const auto xyzw = rotation_to_quaternion(w2c);
-  return {{xyzw[3], xyzw[0], xyzw[1], xyzw[2]}, {w2c[0][3], w2c[1][3], w2c[2][3]}};
+  // Unit length exactly as COLMAP keeps it (it normalises on reading; the float rotation is unit only to ~1e-7).
+  const double n = std::sqrt(xyzw[0] * xyzw[0] + xyzw[1] * xyzw[1] + xyzw[2] * xyzw[2] + xyzw[3] * xyzw[3]);
+  return {{xyzw[3] / n, xyzw[0] / n, xyzw[1] / n, xyzw[2] / n}, {w2c[0][3], w2c[1][3], w2c[2][3]}};
 }
 
 }  // namespace
@@ -117,8 +119,9 @@ ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<Sele
     const SelectedPoint& s = points[i];
     const uint32_t image_id = static_cast<uint32_t>(s.frame + 1);
     if (text) {
-      points3d += fmt::format("{} {} {} {} {} {} {} {} {} {}\n", i + 1, s.xyz[0], s.xyz[1], s.xyz[2], s.rgb[0], s.rgb[1],
-                              s.rgb[2], errors[i], image_id, point2d_index[i]);
+      // As doubles, like the binary model: the text then holds the same numbers digit for digit.
+      points3d += fmt::format("{} {} {} {} {} {} {} {} {} {}\n", i + 1, double{s.xyz[0]}, double{s.xyz[1]},
+                              double{s.xyz[2]}, s.rgb[0], s.rgb[1], s.rgb[2], errors[i], image_id, point2d_index[i]);
     } else {
       put<uint64_t>(points3d, i + 1);
       for (float v : s.xyz) put<double>(points3d, v);

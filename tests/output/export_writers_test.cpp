@@ -209,7 +209,6 @@ TEST(ColmapWriter, BinaryModelHoldsTheInversePosesAndConsistentTracks) {
       const double px = imgs.get<double>(), py = imgs.get<double>();
       const uint64_t id = imgs.get<uint64_t>();
       observed[id] = {double(f + 1), px, py};
-      // Each observation: the projection of its 3D point through this camera (COLMAP's convention).
     }
   }
   EXPECT_EQ(imgs.pos, imgs.bytes.size());
