@@ -21,7 +21,7 @@ if [[ "${SKIP_APT:-0}" != 1 ]]; then
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
   done
   # Debian packages npm apart from nodejs; NodeSource's nodejs carries its own.
-  command -v npm >/dev/null 2>&1 || [[ " ${missing[*]} " == *" nodejs "* && -n "" ]] || missing+=(npm)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if ((${#missing[@]})); then
     sudo=""
     [[ $(id -u) -ne 0 ]] && sudo="sudo"
