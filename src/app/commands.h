@@ -40,6 +40,7 @@ struct RunArgs {
   int first_k = 0;
   int stride = 1;
   bool no_dense = false;  // poses only: no depth / points kept or written
+  std::string export_formats;  // --export: as `export --format`, run on --out at the end
 };
 void add_run_command(CLI::App& app, RunArgs& args);
 int run_run(const RunArgs& args);
@@ -72,6 +73,8 @@ struct ExportArgs {
 };
 void add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);
+// `run --export F,...`: `export` on the finished result folder, with run's --conf-threshold.
+ExportArgs export_after_run(const RunArgs& run);
 
 // Where to get the official weights (printed when --model is missing).
 extern const char* const kCheckpointHelp;

@@ -52,6 +52,14 @@ io::ExportOptions export_options(const ExportArgs& a, const io::Predictions& p) 
 
 }  // namespace
 
+ExportArgs export_after_run(const RunArgs& run) {
+  ExportArgs a;
+  a.result_dir = run.out;
+  a.formats = run.export_formats;
+  a.conf_threshold = run.conf_threshold;
+  return a;
+}
+
 int run_export(const ExportArgs& a) {
   io::parse_export_formats(a.formats);  // a typo fails before the (large) npz is read
   const io::Predictions p = io::load_predictions(a.result_dir);

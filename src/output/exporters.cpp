@@ -42,7 +42,7 @@ const std::vector<std::string>& export_format_names() {
   return names;
 }
 
-std::vector<std::string> parse_export_formats(const std::string& list) {
+std::vector<std::string> parse_export_formats(const std::string& list, const std::string& option) {
   std::vector<std::string> formats;
   size_t start = 0;
   while (start <= list.size()) {
@@ -50,7 +50,7 @@ std::vector<std::string> parse_export_formats(const std::string& list) {
     const std::string name = list.substr(start, comma - start);
     const auto& known = export_format_names();
     LB_CHECK(std::find(known.begin(), known.end(), name) != known.end(),
-             "--format '{}': unknown format (one or more of colmap, nerfstudio, glb, depth, ply, comma-separated)",
+             "{} '{}': unknown format (one or more of colmap, nerfstudio, glb, depth, ply, comma-separated)", option,
              name);
     if (std::find(formats.begin(), formats.end(), name) == formats.end()) formats.push_back(name);
     start = comma + 1;

@@ -25,8 +25,8 @@ struct ExportOptions {
 
 // The names `formats` may hold.
 const std::vector<std::string>& export_format_names();
-// "colmap,glb" -> {"colmap", "glb"}; an unknown name is a one-line error.
-std::vector<std::string> parse_export_formats(const std::string& list);
+// "colmap,glb" -> {"colmap", "glb"}; an unknown name is a one-line error naming `option`.
+std::vector<std::string> parse_export_formats(const std::string& list, const std::string& option = "--format");
 
 struct ExportSummary {
   int64_t points = 0;

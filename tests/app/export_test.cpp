@@ -206,3 +206,22 @@ TEST_F(Export, BadInputIsOneLineNamingTheFile) {
   }
   EXPECT_FALSE(has_temporaries(empty));
 }
+
+TEST(RunExport, RunWritesTheExportsAtTheEnd) {
+  const std::string out = temp("run_export");
+  const std::string m = test::fixture_path("model_small/");
+  const std::string run = "run --model " + m + "weights.pt --config " + m + "config.json --images " +
+                          test::fixture_path("courthouse") +
+                          " --image-size 126 --num-scale-frames 3 --kv-window 4 --first-k 4 --threads 2 --out " + out;
+  Result r = cli(run + " --export glb,depth");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out + "/scene.glb"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/depth/000003.png"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/depth_scale.json"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/depth/000004.png"));
+  // A bad format is reported before the run starts.
+  r = cli(run + "_bad --export glb,obj");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("error: --export 'obj'", 0), 0u) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out + "_bad"));
+}
