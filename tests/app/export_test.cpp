@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
@@ -42,10 +43,14 @@ Result shell(const std::string& cmd) {
 Result cli(const std::string& args) { return shell(std::string(LINGBOT_CLI_PATH) + " " + args); }
 
 const std::string kTools = LINGBOT_TEST_TOOLS_DIR;
+// ctest runs each test in its own process, two at a time: each process reconstructs
+// these frames into its own folder (a few seconds at this size).
+constexpr int kFrames = 6;
 const std::string kPython = "/usr/bin/python3";  // Debian's, with python3-numpy (scripts/setup.sh)
 
 std::string temp(const std::string& name) {
-  const std::string d = std::string(::testing::TempDir()) + "/lingbot_export_cli_" + name;
+  const std::string d =
+      std::string(::testing::TempDir()) + "/lingbot_export_cli_" + name + "_" + std::to_string(getpid());
   std::filesystem::remove_all(d);
   return d;
 }
@@ -72,7 +77,8 @@ class Export : public ::testing::Test {
     const std::string m = test::fixture_path("model_small/");
     const Result r = cli("-q run --model " + m + "weights.pt --config " + m + "config.json --images " +
                          test::fixture_path("courthouse") +
-                         " --image-size 126 --num-scale-frames 3 --kv-window 4 --threads 2 --out " + result_);
+                         " --image-size 126 --num-scale-frames 3 --kv-window 4 --threads 2 --first-k " +
+                         std::to_string(kFrames) + " --out " + result_);
     ASSERT_EQ(r.status, 0) << r.output;
     const auto npz = io::read_npz(result_ + "/predictions.npz");
     const Tensor& conf = npz.at("depth_conf");
@@ -104,8 +110,8 @@ TEST_F(Export, ColmapReadsTheModelAndItsTextMatchesOurs) {
     EXPECT_TRUE(std::regex_search(r.output, m, std::regex(label + ":\\s*([0-9.eE+-]+)"))) << label << r.output;
     return m.empty() ? -1.0 : std::stod(m[1]);
   };
-  EXPECT_EQ(number("Cameras"), 14);
-  EXPECT_EQ(number("Registered images"), 14);
+  EXPECT_EQ(number("Cameras"), kFrames);
+  EXPECT_EQ(number("Registered images"), kFrames);
   EXPECT_EQ(number("Points"), static_cast<double>(confident_));
   EXPECT_EQ(number("Observations"), static_cast<double>(confident_));
   EXPECT_LT(number("Mean reprojection error"), 1e-3);
@@ -130,7 +136,7 @@ TEST_F(Export, ColmapReadsTheModelAndItsTextMatchesOurs) {
   // --text writes only the text model; COLMAP reads that as well.
   r = shell(colmap + "model_analyzer --path " + text + "/sparse/0");
   EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("Registered images: 14"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Registered images: " + std::to_string(kFrames)), std::string::npos) << r.output;
 }
 
 TEST_F(Export, NerfstudioPosesUndoToTheSavedExtrinsics) {
@@ -140,7 +146,7 @@ TEST_F(Export, NerfstudioPosesUndoToTheSavedExtrinsics) {
   r = shell(kPython + " " + kTools + "/check_nerfstudio.py " + out + " " + result_ + "/predictions.npz");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto report = json_line(r);
-  EXPECT_EQ(report["frames"], 14);
+  EXPECT_EQ(report["frames"], kFrames);
   EXPECT_LT(report["max_pose_error"].get<double>(), 1e-6) << report;
   EXPECT_LT(report["max_intrinsic_error"].get<double>(), 1e-6) << report;
   EXPECT_EQ(report["missing_images"], 0);
@@ -163,7 +169,7 @@ TEST_F(Export, GlbPassesTheKhronosValidator) {
   EXPECT_EQ(report["errors"], 0) << report;
   EXPECT_EQ(report["warnings"], 0) << report;
   // Points, 5 frustum vertices per camera, one path vertex per camera.
-  EXPECT_EQ(report["counts"]["vertices"], confident_ + 14 * 5 + 14) << report;
+  EXPECT_EQ(report["counts"]["vertices"], confident_ + kFrames * 5 + kFrames) << report;
   EXPECT_EQ(report["counts"]["drawCalls"], 3) << report;
 }
 
@@ -174,7 +180,7 @@ TEST_F(Export, DepthPngsHoldTheDepthWithinQuantisation) {
   r = shell(kPython + " " + kTools + "/check_depth_png.py " + out + " " + result_ + "/predictions.npz");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto report = json_line(r);
-  EXPECT_EQ(report["frames"], 14);
+  EXPECT_EQ(report["frames"], kFrames);
   EXPECT_LE(report["max_depth_error"].get<double>(), 0.0005 + 1e-6) << report;
   EXPECT_LE(report["max_confidence_levels"].get<double>(), 1) << report;
 }
