@@ -293,3 +293,26 @@ TEST(AtomicFile, NothingUnderTheFinalNameUntilCommitted) {
   EXPECT_THROW(io::make_dirs(dir + "/file/sub"), Error);
   EXPECT_THROW(io::AtomicFile(dir + "/file/y"), Error);
 }
+
+TEST(Exporters, EveryFormatAtOnceLeavesOnlyFinishedFiles) {
+  const HandMade h = hand_made();
+  io::ExportOptions o;
+  o.formats = io::parse_export_formats("colmap,nerfstudio,glb,depth,ply");
+  o.out_dir = temp_dir("all");
+  const io::ExportSummary s = io::export_predictions(h.p, o);
+  EXPECT_EQ(s.points, kFrames * kH * 4 - 1);
+  EXPECT_LT(s.colmap_mean_reprojection_error, 1e-5);
+  for (const char* f : {"sparse/0/cameras.bin", "sparse/0/images.bin", "sparse/0/points3D.bin", "transforms.json",
+                        "sparse_pc.ply", "scene.glb", "points.ply", "depth_scale.json", "depth/000002.png",
+                        "depth_conf/000002.png", "images/000002.png"})
+    EXPECT_TRUE(std::filesystem::exists(o.out_dir + "/" + f)) << f;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(o.out_dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  const std::string glb = slurp(o.out_dir + "/scene.glb");
+  ASSERT_GE(glb.size(), 12u);
+  EXPECT_EQ(glb.substr(0, 4), "glTF");
+  uint32_t length = 0;
+  std::memcpy(&length, glb.data() + 8, 4);
+  EXPECT_EQ(length, glb.size());
+  EXPECT_THROW(io::parse_export_formats("glb,obj"), Error);
+}
