@@ -50,10 +50,16 @@ ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<Sele
   std::vector<double> errors(points.size());
   ColmapModelStats stats;
   stats.points = static_cast<int64_t>(points.size());
+  std::vector<std::array<std::array<double, 4>, 3>> world_to_camera(static_cast<size_t>(S));
+  std::vector<std::array<std::array<double, 3>, 3>> intrinsics(static_cast<size_t>(S));
+  for (int f = 0; f < S; ++f) {
+    world_to_camera[static_cast<size_t>(f)] = p.world_to_camera(f);
+    intrinsics[static_cast<size_t>(f)] = p.intrinsic_matrix(f);
+  }
   for (size_t i = 0; i < points.size(); ++i) {
     const SelectedPoint& s = points[i];
-    const auto w2c = p.world_to_camera(s.frame);
-    const auto K = p.intrinsic_matrix(s.frame);
+    const auto& w2c = world_to_camera[static_cast<size_t>(s.frame)];
+    const auto& K = intrinsics[static_cast<size_t>(s.frame)];
     double c[3];
     for (int r = 0; r < 3; ++r) c[r] = w2c[r][0] * s.xyz[0] + w2c[r][1] * s.xyz[1] + w2c[r][2] * s.xyz[2] + w2c[r][3];
     const double u = K[0][0] * c[0] / c[2] + K[0][2], v = K[1][1] * c[1] / c[2] + K[1][2];

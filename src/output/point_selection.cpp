@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
 namespace lingbot::io {
 
@@ -36,6 +35,8 @@ std::vector<SelectedPoint> select_points(const Predictions& p, const PointSelect
   const int64_t plane = int64_t{H} * W;
 
   std::vector<SelectedPoint> points;
+  points.reserve(static_cast<size_t>(end - first) * static_cast<size_t>((H + step - 1) / step) *
+                 static_cast<size_t>((W + step - 1) / step));
   for (int f = first; f < end; ++f) {
     const float* xyz = p.world_points.f32() + 3 * plane * f;
     const float* conf = p.depth_conf.f32() + plane * f;
@@ -69,29 +70,34 @@ std::vector<SelectedPoint> select_points(const Predictions& p, const PointSelect
   }
 
   if (o.voxel_size > 0) {
-    struct KeyHash {
-      size_t operator()(const std::array<int64_t, 3>& k) const {
-        return static_cast<size_t>(k[0] * 73856093 ^ k[1] * 19349663 ^ k[2] * 83492791);
-      }
+    // Sorting (voxel, index) pairs rather than hashing: one pass over memory in
+    // order, which matters at millions of points. Ties keep the earlier point.
+    struct Cell {
+      std::array<int64_t, 3> voxel;
+      uint32_t index;
     };
-    std::unordered_map<std::array<int64_t, 3>, size_t, KeyHash> best;  // voxel -> index of its point
-    std::vector<size_t> order;                                          // voxels in first-seen order
+    std::vector<Cell> cells(points.size());
     for (size_t i = 0; i < points.size(); ++i) {
-      std::array<int64_t, 3> key;
-      for (int a = 0; a < 3; ++a) key[a] = static_cast<int64_t>(std::floor(points[i].xyz[a] / o.voxel_size));
-      auto [it, inserted] = best.try_emplace(key, i);
-      if (inserted) order.push_back(i);
-      else if (points[i].confidence > points[it->second].confidence) it->second = i;
-    }
-    std::vector<SelectedPoint> kept;
-    kept.reserve(order.size());
-    for (size_t first_in_voxel : order) {
-      std::array<int64_t, 3> key;
       for (int a = 0; a < 3; ++a)
-        key[a] = static_cast<int64_t>(std::floor(points[first_in_voxel].xyz[a] / o.voxel_size));
-      kept.push_back(points[best.at(key)]);
+        cells[i].voxel[a] = static_cast<int64_t>(std::floor(double{points[i].xyz[a]} / o.voxel_size));
+      cells[i].index = static_cast<uint32_t>(i);
     }
-    points = std::move(kept);
+    std::sort(cells.begin(), cells.end(), [](const Cell& a, const Cell& b) {
+      return a.voxel != b.voxel ? a.voxel < b.voxel : a.index < b.index;
+    });
+    std::vector<uint32_t> kept;
+    for (size_t i = 0; i < cells.size();) {
+      uint32_t best = cells[i].index;
+      size_t j = i + 1;
+      for (; j < cells.size() && cells[j].voxel == cells[i].voxel; ++j)
+        if (points[cells[j].index].confidence > points[best].confidence) best = cells[j].index;
+      kept.push_back(best);
+      i = j;
+    }
+    std::sort(kept.begin(), kept.end());  // back in frame / pixel order
+    std::vector<SelectedPoint> thinned(kept.size());
+    for (size_t i = 0; i < kept.size(); ++i) thinned[i] = points[kept[i]];
+    points = std::move(thinned);
   }
 
   if (o.max_points > 0 && static_cast<int64_t>(points.size()) > o.max_points) {
