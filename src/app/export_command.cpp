@@ -5,6 +5,8 @@
 #include "core/log.h"
 #include "output/exporters.h"
 
+#include <filesystem>
+
 namespace lingbot {
 
 namespace {
@@ -39,7 +41,12 @@ namespace {
 io::ExportOptions export_options(const ExportArgs& a, const io::Predictions& p) {
   io::ExportOptions o;
   o.formats = io::parse_export_formats(a.formats);
-  o.out_dir = a.out.empty() ? a.result_dir : a.out;
+  // RESULT_DIR may name the .npz itself; the default output folder is then the one holding it.
+  const std::filesystem::path result(a.result_dir);
+  const std::string result_folder = std::filesystem::is_directory(result) ? a.result_dir
+                                    : result.has_parent_path()            ? result.parent_path().string()
+                                                                          : std::string(".");
+  o.out_dir = a.out.empty() ? result_folder : a.out;
   o.colmap_text = a.text;
   o.points.conf_threshold = a.conf_threshold;
   o.points.conf_percentile = a.conf_percentile;
