@@ -1,5 +1,6 @@
 #include "output/glb_writer.h"
 
+#include "core/error.h"
 #include "output/atomic_file.h"
 
 #include <nlohmann/json.hpp>
@@ -174,10 +175,13 @@ void write_glb(const Predictions& p, const std::vector<SelectedPoint>& points, c
 
   std::string json = g.doc.dump();
   while (json.size() % 4) json.push_back(' ');  // the JSON chunk is padded with spaces
+  const uint64_t total = 12 + 8 + json.size() + (g.bin.empty() ? 0 : 8 + g.bin.size());
+  LB_CHECK(total <= 0xFFFFFFFFull, "{}: {} points make a glTF binary over 4 GB (its limit); use --voxel-size or "
+           "--max-points", path, points.size());
   std::string glb;
   put_u32(glb, 0x46546C67);  // "glTF"
   put_u32(glb, 2);
-  put_u32(glb, static_cast<uint32_t>(12 + 8 + json.size() + (g.bin.empty() ? 0 : 8 + g.bin.size())));
+  put_u32(glb, static_cast<uint32_t>(total));
   put_u32(glb, static_cast<uint32_t>(json.size()));
   put_u32(glb, 0x4E4F534A);  // "JSON"
   glb += json;
