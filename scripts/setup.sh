@@ -16,12 +16,15 @@ packages=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libavdevice-dev ffmpeg
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev python3-numpy
+  colmap nodejs  # the peers tests/app/export_test.cpp checks exports with (COLMAP, the glTF validator)
 )
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
   done
+  # Debian packages npm apart from nodejs; NodeSource's nodejs carries its own.
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if ((${#missing[@]})); then
     sudo=""
     [[ $(id -u) -ne 0 ]] && sudo="sudo"

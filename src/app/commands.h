@@ -49,6 +49,7 @@ struct RunArgs {
   bool keyframe_interval_given = false;  // else demo.py's automatic interval for long inputs
   std::string emit;          // "jsonl": one JSON line per finished frame on stdout
   std::string sort = "natural";  // frame order in --images: natural, name or mtime
+  std::string export_formats;  // --export: as `export --format`, run on --out at the end
 };
 void add_run_command(CLI::App& app, RunArgs& args);
 int run_run(const RunArgs& args);
@@ -66,6 +67,23 @@ struct BenchArgs {
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);
+
+struct ExportArgs {
+  std::string result_dir;  // a `run --out` folder (or its predictions.npz)
+  std::string formats;     // comma-separated: colmap, nerfstudio, glb, depth, ply
+  std::string out;         // default: result_dir
+  bool text = false;       // colmap: .txt instead of .bin
+  double conf_threshold = 1.5;
+  double conf_percentile = -1;
+  double voxel_size = 0;
+  int downsample = 1;
+  int64_t max_points = 0;
+  std::string frames;  // "A:B"
+};
+void add_export_command(CLI::App& app, ExportArgs& args);
+int run_export(const ExportArgs& args);
+// `run --export F,...`: `export` on the finished result folder, with run's --conf-threshold.
+ExportArgs export_after_run(const RunArgs& run);
 
 // Where to get the official weights (printed when --model is missing).
 extern const char* const kCheckpointHelp;

@@ -3,6 +3,7 @@
 //   lingbot-map inspect MODEL [--config C]    what a checkpoint holds, and whether it fits
 //   lingbot-map run --model M --images DIR    reconstruct a folder of frames
 //   lingbot-map bench                         the official architecture, random weights
+//   lingbot-map export DIR --format F[,F...]  a saved result as COLMAP, nerfstudio, glTF, depth PNGs
 //
 // Every failure a user can cause ends with one line on stderr naming the
 // file or option and the problem, and exit status 1.
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   add_run_command(app, run);
   BenchArgs bench;
   add_bench_command(app, bench);
+  ExportArgs export_args;
+  add_export_command(app, export_args);
 
   if (argc == 1) {  // no subcommand: show what there is
     std::fputs(app.help().c_str(), stderr);
@@ -46,6 +49,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return run_inspect(inspect);
     if (app.got_subcommand("run")) return run_run(run);
     if (app.got_subcommand("bench")) return run_bench(bench);
+    if (app.got_subcommand("export")) return run_export(export_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -14,6 +14,7 @@
 #include "app/progress.h"
 #include "core/log.h"
 #include "checkpoint/checkpoint.h"
+#include "output/exporters.h"
 #include "output/npz_writer.h"
 #include "output/point_cloud_writer.h"
 #include "image/preprocess.h"
@@ -65,6 +66,8 @@ void add_run_command(CLI::App& app, RunArgs& a) {
       ->check(CLI::IsMember({"natural", "name", "mtime"}));
   cmd->add_flag("--no-dense", a.no_dense,
                 "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
+  cmd->add_option("--export", a.export_formats,
+                  "At the end, `export` the result: colmap, nerfstudio, glb, depth, ply (comma-separated)");
   add_engine_options(*cmd, a.engine);
   // demo.py picks a keyframe interval for long inputs unless one was given.
   const CLI::Option* keyframe_interval = cmd->get_option("--keyframe-interval");
@@ -116,6 +119,10 @@ int automatic_keyframe_interval(int64_t frames) {
 int run_run(const RunArgs& a) {
   LB_CHECK(!a.model.empty(), "--model is required: {}", kCheckpointHelp);
   LB_CHECK(!a.images.empty() || !a.video.empty(), "give --images FOLDER or --video FILE");
+  if (!a.export_formats.empty()) {  // fail before the run, not after it
+    io::parse_export_formats(a.export_formats, "--export");
+    LB_CHECK(!a.no_dense, "--export needs the depth and points that --no-dense leaves out");
+  }
   const ModelConfig config = load_config(a.engine);
   video::SourceOptions from;
   from.images = a.images;
@@ -241,6 +248,7 @@ int run_run(const RunArgs& a) {
            "trajectory.txt{}",
            S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out,
            ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
+  if (!a.export_formats.empty()) return run_export(export_after_run(a));
   return 0;
 }
 

@@ -1,6 +1,8 @@
 #include "output/point_cloud_writer.h"
 
 #include "core/error.h"
+#include "output/atomic_file.h"
+#include "output/point_selection.h"
 
 #include <cerrno>
 #include <cmath>
@@ -55,6 +57,21 @@ void PlyWriter::finish() {
   while ((n = std::fread(buf.data(), 1, buf.size(), temp_)) > 0) ok = ok && std::fwrite(buf.data(), 1, n, out) == n;
   ok = std::fclose(out) == 0 && ok;
   if (!ok) fail("{}: write failed: {}", path_, std::strerror(errno));
+}
+
+void write_points_ply(const std::string& path, const std::vector<SelectedPoint>& points) {
+  AtomicFile out(path);
+  out.write(fmt::format("ply\nformat binary_little_endian 1.0\ncomment lingbot-map point cloud\n"
+                        "element vertex {}\nproperty float x\nproperty float y\nproperty float z\n"
+                        "property uchar red\nproperty uchar green\nproperty uchar blue\nend_header\n",
+                        points.size()));
+  std::vector<unsigned char> records(points.size() * kRecord);
+  for (size_t i = 0; i < points.size(); ++i) {
+    std::memcpy(&records[i * kRecord], points[i].xyz, 12);
+    std::memcpy(&records[i * kRecord + 12], points[i].rgb, 3);
+  }
+  out.write(records.data(), records.size());
+  out.commit();
 }
 
 }  // namespace lingbot::io

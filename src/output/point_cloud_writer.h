@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace lingbot::io {
+
+struct SelectedPoint;
 
 class PlyWriter {
  public:
@@ -30,5 +33,9 @@ class PlyWriter {
   int64_t count_ = 0;
   int64_t skipped_ = 0;
 };
+
+// A whole selection (export's --format ply, nerfstudio's sparse_pc.ply) in
+// the same layout, written under a temporary name and renamed into place.
+void write_points_ply(const std::string& path, const std::vector<SelectedPoint>& points);
 
 }  // namespace lingbot::io
