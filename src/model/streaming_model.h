@@ -67,6 +67,7 @@ class StreamingModel {
 
   const ModelConfig& config() const { return config_; }
   const StreamOptions& options() const { return options_; }
+  int64_t frames_pushed() const { return frames_pushed_; }  // since construction or reset()
   kv::CacheStats cache_stats() const;
   size_t weight_bytes() const;
   size_t workspace_bytes() const;
