@@ -13,6 +13,7 @@
 #include "app/process_stats.h"
 #include "app/progress.h"
 #include "core/log.h"
+#include "core/profiler.h"
 #include "checkpoint/checkpoint.h"
 #include "output/npz_writer.h"
 #include "output/point_cloud_writer.h"
@@ -32,15 +33,11 @@ void add_run_command(CLI::App& app, RunArgs& a) {
   cmd->add_option("--model", a.model, "Checkpoint (.pt or .safetensors)");
   cmd->add_option("--images", a.images, "Folder of .png / .jpg frames, in name order")->required();
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
-  cmd->add_option("--image-size", a.image_size, "Frame width after preprocessing (crop) or longest side (pad)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--mode", a.mode, "Preprocessing: crop or pad")->check(CLI::IsMember({"crop", "pad"}));
   cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
   cmd->add_option("--first-k", a.first_k, "Use only the first K frames");
   cmd->add_option("--stride", a.stride, "Use every N-th frame")->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-dense", a.no_dense,
-                "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
-  add_engine_options(*cmd, a.engine);
+  add_engine_options(*cmd, a.engine,
+                     {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Preprocess, OptionGroup::Cuda});
 }
 
 namespace {
@@ -63,9 +60,6 @@ struct Outputs {
 
 int run_run(const RunArgs& a) {
   LB_CHECK(!a.model.empty(), "--model is required: {}", kCheckpointHelp);
-  io::PreprocessOptions prep;
-  prep.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
-  prep.image_size = a.image_size;
   std::vector<std::string> paths = io::list_images(a.images);
   if (a.stride > 1 || a.first_k > 0) {
     std::vector<std::string> kept;
@@ -74,13 +68,12 @@ int run_run(const RunArgs& a) {
     paths = std::move(kept);
   }
   const ModelConfig config = load_config(a.engine);
-  prep.patch_size = config.patch_size;
-  io::FrameSource source(paths, prep);
+  io::FrameSource source(paths, preprocess_options(a.engine.options, config));
   const int S = source.size(), H = source.output_height(), W = source.output_width();
 
-  auto backend = make_backend(a.engine);
-  StreamOptions options = stream_options(a.engine, config);
-  options.keep_dense_outputs = !a.no_dense;
+  auto backend = make_backend(a.engine.options);
+  const StreamOptions options = stream_options(a.engine.options, config);
+  if (a.profile) Profiler::set_enabled(true);
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   StreamingModel model(*backend, weights, config, options);
@@ -97,7 +90,7 @@ int run_run(const RunArgs& a) {
   out.extrinsic = std::make_unique<io::ArraySpool>("extrinsic", DType::F32, Shape{3, 4}, tmp + "extrinsic");
   out.intrinsic = std::make_unique<io::ArraySpool>("intrinsic", DType::F32, Shape{3, 3}, tmp + "intrinsic");
   std::unique_ptr<io::PlyWriter> ply;
-  if (!a.no_dense) {
+  if (options.keep_dense_outputs) {
     out.depth = std::make_unique<io::ArraySpool>("depth", DType::F32, Shape{H, W, 1}, tmp + "depth");
     out.depth_conf = std::make_unique<io::ArraySpool>("depth_conf", DType::F32, Shape{H, W}, tmp + "depth_conf");
     out.points = std::make_unique<io::ArraySpool>("world_points", DType::F32, Shape{H, W, 3}, tmp + "world_points");
@@ -170,6 +163,7 @@ int run_run(const RunArgs& a) {
            "trajectory.txt{}",
            S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out,
            ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
+  if (a.profile) std::printf("%s", Profiler::report().c_str());
   return 0;
 }
 
