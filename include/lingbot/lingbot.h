@@ -24,7 +24,7 @@
 //   * camera_to_world is the pose [R | t] mapping camera coordinates to
 //     world coordinates, as upstream demo.py's postprocess() writes
 //     "extrinsic"; the camera centre is its last column. The world frame is
-//     the one the model predicts poses in (close to the first camera's).
+//     the one the model predicts every pose of the stream in.
 //   * The intrinsic is a pinhole in pixels of the preprocessed frame, with
 //     the principal point at the frame's centre (width / 2, height / 2).
 //   * Lengths (translations, depth, points) are in the model's own units,
