@@ -32,16 +32,14 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--width", a.width, "Frame width (multiple of the patch size)")->check(CLI::PositiveNumber);
   cmd->add_option("--images", a.images, "Use these frames (preprocessed to --width) instead of random ones");
   cmd->add_option("--json", a.json, "Also write the figures to this JSON file");
-  cmd->add_flag("--no-dense", a.no_dense, "Skip the depth head (cameras only)");
   cmd->add_flag("--profile", a.profile, "Time each stage (serialises the device; slower overall)");
-  add_engine_options(*cmd, a.engine);
+  add_engine_options(*cmd, a.engine, {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Cuda});
 }
 
 int run_bench(const BenchArgs& a) {
   const ModelConfig config = load_config(a.engine);
-  auto backend = make_backend(a.engine);
-  StreamOptions options = stream_options(a.engine, config);
-  options.keep_dense_outputs = !a.no_dense;
+  auto backend = make_backend(a.engine.options);
+  StreamOptions options = stream_options(a.engine.options, config);
   // Stage timing synchronises inside the step, which a graph capture forbids.
   if (a.profile) options.use_graphs = false;
   LB_CHECK(a.height % config.patch_size == 0 && a.width % config.patch_size == 0,

@@ -1,6 +1,8 @@
 // The subcommands of lingbot-map: their options and entry points.
 #pragma once
 
+#include <lingbot/options.h>
+
 #include <CLI/CLI.hpp>
 
 #include <string>
@@ -15,17 +17,12 @@ struct InspectArgs {
 void add_inspect_command(CLI::App& app, InspectArgs& args);
 int run_inspect(const InspectArgs& args);
 
-// Options shared by `run` and `bench` (named like upstream demo.py's).
+// Options shared by `run` and `bench`: the engine's (one flag per row of
+// LINGBOT_OPTIONS, include/lingbot/options.h, so the CLI's defaults are the
+// library's), the model config and logging.
 struct EngineArgs {
   std::string config;
-  std::string device = "auto";     // cpu | cuda | auto
-  std::string kv_cache = "paged";  // paged | dense
-  int num_scale_frames = -1;       // -1: the config's
-  int kv_window = -1;
-  int keyframe_interval = 1;
-  int camera_iterations = -1;
-  int threads = 0;  // 0: all cores
-  int pipeline_depth = 2;  // results two frames later, heads beside the next frame (StreamOptions::pipeline_depth)
+  Options options;
   bool kv_stats = false;
 };
 
@@ -34,12 +31,9 @@ struct RunArgs {
   std::string model;
   std::string images;
   std::string out = "lingbot_output";
-  int image_size = 518;
-  std::string mode = "crop";
   double conf_threshold = 1.5;
   int first_k = 0;
   int stride = 1;
-  bool no_dense = false;  // poses only: no depth / points kept or written
   // Videos and pipes instead of --images (src/video, docs/video.md).
   std::string video;         // a file, a camera (/dev/video0), or "-" for raw frames on stdin
   int fps = 10;              // a video is sampled to about this rate, as upstream demo.py
@@ -50,6 +44,7 @@ struct RunArgs {
   std::string emit;          // "jsonl": one JSON line per finished frame on stdout
   std::string sort = "natural";  // frame order in --images: natural, name or mtime
   std::string export_formats;  // --export: as `export --format`, run on --out at the end
+  bool profile = false;  // LINGBOT_PROFILE: print the stage times at the end
 };
 void add_run_command(CLI::App& app, RunArgs& args);
 int run_run(const RunArgs& args);
@@ -62,7 +57,6 @@ struct BenchArgs {
   int warmup = 2;
   std::string images;  // optional real frames instead of random ones
   std::string json;    // optional: write the figures here
-  bool no_dense = false;
   bool profile = false;
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);

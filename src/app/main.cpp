@@ -7,9 +7,13 @@
 //
 // Every failure a user can cause ends with one line on stderr naming the
 // file or option and the problem, and exit status 1.
+#include "api/option_table.h"
 #include "app/commands.h"
+#include "app/environment.h"
 #include "core/error.h"
 #include "core/log.h"
+
+#include <lingbot/lingbot.h>
 
 #include <CLI/CLI.hpp>
 
@@ -19,7 +23,8 @@ int main(int argc, char** argv) {
   using namespace lingbot;
   CLI::App app{"lingbot-map: streaming 3D reconstruction (LingBot-Map) in C++", "lingbot-map"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "lingbot-map 0.1.0");
+  app.set_version_flag("--version", std::string("lingbot-map ") + lingbot::version());
+  app.footer(environment_help());
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "More log output");
   app.add_flag("-q,--quiet", quiet, "Only errors");
@@ -32,6 +37,7 @@ int main(int argc, char** argv) {
   add_bench_command(app, bench);
   ExportArgs export_args;
   add_export_command(app, export_args);
+  for (const char* name : {"run", "bench"}) app.get_subcommand(name)->footer(environment_help());
 
   if (argc == 1) {  // no subcommand: show what there is
     std::fputs(app.help().c_str(), stderr);
@@ -46,9 +52,22 @@ int main(int argc, char** argv) {
   }
   set_log_level(quiet ? LogLevel::Error : verbose ? LogLevel::Debug : LogLevel::Info);
   try {
+    // The environment, for the command that runs (its flags win).
+    auto read_for = [&](const char* command, Options& options) {
+      const CLI::App* cmd = app.get_subcommand(command);
+      return read_environment(options, [&](std::string_view option) {
+        return cmd->count(option_info(option).flag()) > 0;
+      });
+    };
     if (app.got_subcommand("inspect")) return run_inspect(inspect);
-    if (app.got_subcommand("run")) return run_run(run);
-    if (app.got_subcommand("bench")) return run_bench(bench);
+    if (app.got_subcommand("run")) {
+      run.profile = read_for("run", run.engine.options).profile;
+      return run_run(run);
+    }
+    if (app.got_subcommand("bench")) {
+      bench.profile = read_for("bench", bench.engine.options).profile || bench.profile;
+      return run_bench(bench);
+    }
     if (app.got_subcommand("export")) return run_export(export_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

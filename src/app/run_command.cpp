@@ -13,6 +13,7 @@
 #include "app/process_stats.h"
 #include "app/progress.h"
 #include "core/log.h"
+#include "core/profiler.h"
 #include "checkpoint/checkpoint.h"
 #include "output/exporters.h"
 #include "output/npz_writer.h"
@@ -53,9 +54,6 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                   "camera_to_world 3x4, intrinsic 3x3), as results arrive")
       ->check(CLI::IsMember({"jsonl"}));
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
-  cmd->add_option("--image-size", a.image_size, "Frame width after preprocessing (crop) or longest side (pad)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--mode", a.mode, "Preprocessing: crop or pad")->check(CLI::IsMember({"crop", "pad"}));
   cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
   cmd->add_option("--first-k", a.first_k, "Use only the first K frames (of a video: after --fps sampling), before --stride, as demo.py");
   cmd->add_option("--stride", a.stride, "Use every N-th of the frames --first-k leaves")
@@ -64,11 +62,10 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                   "Frame order in --images: natural (frame_2 before frame_10), name (plain byte order, as "
                   "upstream) or mtime (oldest first)")
       ->check(CLI::IsMember({"natural", "name", "mtime"}));
-  cmd->add_flag("--no-dense", a.no_dense,
-                "Cameras only: skip the depth head and write no per-pixel outputs (for long runs)");
   cmd->add_option("--export", a.export_formats,
                   "At the end, `export` the result: colmap, nerfstudio, glb, depth, ply (comma-separated)");
-  add_engine_options(*cmd, a.engine);
+  add_engine_options(*cmd, a.engine,
+                     {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Preprocess, OptionGroup::Cuda});
   // demo.py picks a keyframe interval for long inputs unless one was given.
   const CLI::Option* keyframe_interval = cmd->get_option("--keyframe-interval");
   cmd->parse_complete_callback([&a, keyframe_interval] { a.keyframe_interval_given = keyframe_interval->count() > 0; });
@@ -121,7 +118,7 @@ int run_run(const RunArgs& a) {
   LB_CHECK(!a.images.empty() || !a.video.empty(), "give --images FOLDER or --video FILE");
   if (!a.export_formats.empty()) {  // fail before the run, not after it
     io::parse_export_formats(a.export_formats, "--export");
-    LB_CHECK(!a.no_dense, "--export needs the depth and points that --no-dense leaves out");
+    LB_CHECK(a.engine.options.dense, "--export needs the depth and points that --no-dense leaves out");
   }
   const ModelConfig config = load_config(a.engine);
   video::SourceOptions from;
@@ -130,9 +127,7 @@ int run_run(const RunArgs& a) {
   from.video = a.video;
   from.input_format = a.input_format;
   from.input_size = a.input_size;
-  from.preprocess.mode = a.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
-  from.preprocess.image_size = a.image_size;
-  from.preprocess.patch_size = config.patch_size;
+  from.preprocess = preprocess_options(a.engine.options, config);
   from.fps = a.fps;
   from.first_k = a.first_k;
   from.stride = a.stride;
@@ -141,9 +136,9 @@ int run_run(const RunArgs& a) {
   const int64_t expected = source->expected_frames();
   const int H = source->height(), W = source->width();
 
-  auto backend = make_backend(a.engine);
-  StreamOptions options = stream_options(a.engine, config);
-  options.keep_dense_outputs = !a.no_dense;
+  auto backend = make_backend(a.engine.options);
+  StreamOptions options = stream_options(a.engine.options, config);
+  if (a.profile) Profiler::set_enabled(true);
   if (!a.keyframe_interval_given && automatic_keyframe_interval(expected) > 1) {
     options.keyframe_interval = automatic_keyframe_interval(expected);
     log_info("{} frames: keyframe interval {} (ceil({} / 320), as upstream demo.py; --keyframe-interval 1 keeps "
@@ -167,7 +162,7 @@ int run_run(const RunArgs& a) {
   out.extrinsic = std::make_unique<io::ArraySpool>("extrinsic", DType::F32, Shape{3, 4}, tmp + "extrinsic");
   out.intrinsic = std::make_unique<io::ArraySpool>("intrinsic", DType::F32, Shape{3, 3}, tmp + "intrinsic");
   std::unique_ptr<io::PlyWriter> ply;
-  if (!a.no_dense) {
+  if (options.keep_dense_outputs) {
     out.depth = std::make_unique<io::ArraySpool>("depth", DType::F32, Shape{H, W, 1}, tmp + "depth");
     out.depth_conf = std::make_unique<io::ArraySpool>("depth_conf", DType::F32, Shape{H, W}, tmp + "depth_conf");
     out.points = std::make_unique<io::ArraySpool>("world_points", DType::F32, Shape{H, W, 3}, tmp + "world_points");
@@ -248,6 +243,7 @@ int run_run(const RunArgs& a) {
            "trajectory.txt{}",
            S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out,
            ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
+  if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (!a.export_formats.empty()) return run_export(export_after_run(a));
   return 0;
 }

@@ -7,17 +7,13 @@
 // The CLI prints that line and exits with status 1; the library never aborts.
 #pragma once
 
+#include <lingbot/error.h>  // lingbot::Error, which the public API throws too
+
 #include <fmt/format.h>
 
-#include <stdexcept>
 #include <string>
 
 namespace lingbot {
-
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
-};
 
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -18,9 +17,9 @@ struct Stage {
   long calls = 0;
 };
 
-std::atomic<int>& state() {  // -1 unknown, 0 off, 1 on
-  static std::atomic<int> s{-1};
-  return s;
+std::atomic<bool>& state() {
+  static std::atomic<bool> on{false};
+  return on;
 }
 std::mutex& mutex() {
   static std::mutex m;
@@ -33,17 +32,9 @@ std::map<std::string, Stage>& stages() {
 
 }  // namespace
 
-bool Profiler::enabled() {
-  int s = state().load(std::memory_order_relaxed);
-  if (s < 0) {
-    const char* env = std::getenv("LINGBOT_PROFILE");
-    s = env && *env && std::string(env) != "0" ? 1 : 0;
-    state() = s;
-  }
-  return s == 1;
-}
+bool Profiler::enabled() { return state().load(std::memory_order_relaxed); }
 
-void Profiler::set_enabled(bool on) { state() = on ? 1 : 0; }
+void Profiler::set_enabled(bool on) { state() = on; }
 
 void Profiler::add(const std::string& stage, double seconds) {
   std::lock_guard lock(mutex());

@@ -1,9 +1,10 @@
 // Where the time goes: wall time per named stage, summed over calls.
 //
-// Off by default (a scope then costs one branch). `lingbot-map bench
-// --profile` or LINGBOT_PROFILE=1 turns it on. For asynchronous devices a
-// scope takes a `sync` callback that waits for the device at both ends, so
-// the numbers are honest at the price of serialising the stages.
+// Off by default (a scope then costs one branch); set_enabled(true) turns it
+// on (`lingbot-map bench --profile`; LINGBOT_PROFILE=1 for any lingbot-map
+// command). For asynchronous devices a scope takes a `sync` callback that
+// waits for the device at both ends, so the numbers are honest at the price
+// of serialising the stages.
 #pragma once
 
 #include <chrono>

@@ -50,6 +50,8 @@ struct CacheConfig {
   // Paged layout only: the page pool grows by this many pages at a time (>= 1).
   // Upstream sizes its pool once and asserts when it runs out; ours grows.
   int pool_growth_pages = 4;
+
+  bool operator==(const CacheConfig&) const = default;
 };
 
 struct TokenLayout {

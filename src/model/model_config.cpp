@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace lingbot {
 
@@ -13,85 +14,62 @@ namespace {
 
 using json = nlohmann::json;
 
-// Reads keys of one JSON object into fields, remembering which keys were
-// consumed so that anything left over is reported as unknown.
-class ObjectReader {
+// Reads one key's JSON value into its field; `source` and `key` name it in
+// errors.
+class FieldReader {
  public:
-  ObjectReader(const json& obj, std::string source, std::string path)
-      : obj_(obj), source_(std::move(source)), path_(std::move(path)) {
-    if (!obj_.is_object()) fail("{}: '{}' must be a JSON object", source_, display(""));
-  }
+  FieldReader(const std::string& source, const std::string& key) : source_(source), key_(key) {}
 
-  template <typename T>
-  void read(const char* key, T& field) {
-    seen_.insert(key);
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return;  // missing: keep the official value
+  void read(const json& v, int& field) const {
+    if (!v.is_number_integer()) wrong_type(v);
     try {
-      check_type<T>(*it, key);
-      field = it->template get<T>();
+      field = v.get<int>();
     } catch (const json::exception&) {
-      fail("{}: '{}' has the wrong type ({})", source_, display(key), it->type_name());
+      wrong_type(v);
     }
   }
-
-  template <typename T, size_t N>
-  void read_array(const char* key, std::array<T, N>& field) {
-    seen_.insert(key);
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return;
-    if (!it->is_array() || it->size() != N)
-      fail("{}: '{}' must be an array of {} numbers", source_, display(key), N);
-    for (size_t i = 0; i < N; ++i) {
-      if (!(*it)[i].is_number_integer()) fail("{}: '{}' must hold integers", source_, display(key));
-      field[i] = (*it)[i].template get<T>();
-    }
+  void read(const json& v, double& field) const {
+    if (!v.is_number()) wrong_type(v);
+    field = v.get<double>();
   }
-
-  void read_vector(const char* key, std::vector<int>& field) {
-    seen_.insert(key);
-    auto it = obj_.find(key);
-    if (it == obj_.end()) return;
-    if (!it->is_array()) fail("{}: '{}' must be an array of integers", source_, display(key));
+  void read(const json& v, bool& field) const {
+    if (!v.is_boolean()) wrong_type(v);
+    field = v.get<bool>();
+  }
+  void read(const json& v, std::vector<int>& field) const {
+    if (!v.is_array()) fail("{}: '{}' must be an array of integers", source_, key_);
     field.clear();
-    for (const auto& v : *it) {
-      if (!v.is_number_integer()) fail("{}: '{}' must hold integers", source_, display(key));
-      field.push_back(v.get<int>());
-    }
+    for (const json& e : v) field.push_back(integer(e));
   }
-
-  const json* child(const char* key) {
-    seen_.insert(key);
-    auto it = obj_.find(key);
-    return it == obj_.end() ? nullptr : &*it;
-  }
-
-  void reject_unknown() const {
-    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
-      if (!seen_.count(it.key()))
-        fail("{}: unknown key '{}' (see docs/model-config.md for the keys)", source_, display(it.key()));
-    }
+  template <size_t N>
+  void read(const json& v, std::array<int, N>& field) const {
+    if (!v.is_array() || v.size() != N) fail("{}: '{}' must be an array of {} numbers", source_, key_, N);
+    for (size_t i = 0; i < N; ++i) field[i] = integer(v[i]);
   }
 
  private:
-  template <typename T>
-  void check_type(const json& v, const char* key) const {
-    bool ok = true;
-    if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
-    else if constexpr (std::is_integral_v<T>) ok = v.is_number_integer();
-    else if constexpr (std::is_floating_point_v<T>) ok = v.is_number();
-    if (!ok) fail("{}: '{}' has the wrong type ({})", source_, display(key), v.type_name());
+  int integer(const json& e) const {
+    if (!e.is_number_integer()) fail("{}: '{}' must hold integers", source_, key_);
+    try {
+      return e.get<int>();
+    } catch (const json::exception&) {
+      fail("{}: '{}' must hold integers", source_, key_);
+    }
   }
-  std::string display(const std::string& key) const {
-    if (path_.empty()) return key;
-    return key.empty() ? path_ : path_ + "." + key;
+  [[noreturn]] void wrong_type(const json& v) const {
+    fail("{}: '{}' has the wrong type ({})", source_, key_, v.type_name());
   }
 
-  const json& obj_;
-  std::string source_;
-  std::string path_;
-  std::set<std::string> seen_;
+  const std::string& source_;
+  const std::string& key_;
 };
+
+// "encoder.depth" -> {"encoder", "depth"}; "depth" -> {"", "depth"}.
+std::pair<std::string, std::string> split_key(const std::string& key) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos) return {"", key};
+  return {key.substr(0, dot), key.substr(dot + 1)};
+}
 
 }  // namespace
 
@@ -102,53 +80,36 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   } catch (const json::parse_error& e) {
     fail("{}: not valid JSON ({})", source, e.what());
   }
+  if (!doc.is_object()) fail("{}: the config must be a JSON object", source);
   ModelConfig c;
-  ObjectReader r(doc, source, "");
-  r.read("img_size", c.img_size);
-  r.read("patch_size", c.patch_size);
-  r.read("embed_dim", c.embed_dim);
-  r.read("depth", c.depth);
-  r.read("num_heads", c.num_heads);
-  r.read("mlp_ratio", c.mlp_ratio);
-  r.read("num_register_tokens", c.num_register_tokens);
-  r.read("qk_norm", c.qk_norm);
-  r.read("rope_freq", c.rope_freq);
-  r.read("enable_3d_rope", c.enable_3d_rope);
-  r.read("max_frame_num", c.max_frame_num);
-  r.read_vector("aggregator_output_layers", c.aggregator_output_layers);
-  r.read_array("rope3d_fhw_dim", c.rope3d_fhw_dim);
-  r.read("rope3d_theta", c.rope3d_theta);
-  r.read("kv_cache_sliding_window", c.kv_cache_sliding_window);
-  r.read("kv_cache_scale_frames", c.kv_cache_scale_frames);
-  r.read("kv_cache_cross_frame_special", c.kv_cache_cross_frame_special);
-  r.read("kv_cache_include_scale_frames", c.kv_cache_include_scale_frames);
-  r.read("kv_cache_camera_only", c.kv_cache_camera_only);
-  r.read("camera_num_iterations", c.camera_num_iterations);
-  r.read("num_scale_frames", c.num_scale_frames);
-  if (const json* e = r.child("encoder")) {
-    ObjectReader er(*e, source, "encoder");
-    er.read("embed_dim", c.encoder.embed_dim);
-    er.read("depth", c.encoder.depth);
-    er.read("num_heads", c.encoder.num_heads);
-    er.read("mlp_ratio", c.encoder.mlp_ratio);
-    er.read("num_register_tokens", c.encoder.num_register_tokens);
-    er.reject_unknown();
-  }
-  if (const json* h = r.child("camera_head")) {
-    ObjectReader hr(*h, source, "camera_head");
-    hr.read("dim", c.camera_head.dim);
-    hr.read("trunk_depth", c.camera_head.trunk_depth);
-    hr.read("num_heads", c.camera_head.num_heads);
-    hr.read("mlp_ratio", c.camera_head.mlp_ratio);
-    hr.reject_unknown();
-  }
-  if (const json* d = r.child("depth_head")) {
-    ObjectReader dr(*d, source, "depth_head");
-    dr.read("features", c.depth_head.features);
-    dr.read_array("out_channels", c.depth_head.out_channels);
-    dr.reject_unknown();
-  }
-  r.reject_unknown();
+  std::set<std::string> known(kIgnoredConfigKeys.begin(), kIgnoredConfigKeys.end());
+  std::set<std::string> objects;  // "encoder", ...
+  for_each_config_key(c, [&](const std::string& key, auto& field) {
+    known.insert(key);
+    const auto [object, name] = split_key(key);
+    const json* parent = &doc;
+    if (!object.empty()) {
+      objects.insert(object);
+      auto it = doc.find(object);
+      if (it == doc.end()) return;  // missing: keep the official values
+      if (!it->is_object()) fail("{}: '{}' must be a JSON object", source, object);
+      parent = &*it;
+    }
+    auto it = parent->find(name);
+    if (it == parent->end()) return;  // missing: keep the official value
+    FieldReader(source, key).read(*it, field);
+  });
+  // Anything not in the list is a typo or a key of another program.
+  auto reject_unknown = [&](const json& obj, const std::string& prefix) {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      const std::string key = prefix + it.key();
+      if (!known.count(key) && !(prefix.empty() && objects.count(key)))
+        fail("{}: unknown key '{}' (see docs/model-config.md for the keys)", source, key);
+    }
+  };
+  for (const std::string& object : objects)
+    if (auto it = doc.find(object); it != doc.end()) reject_unknown(*it, object + ".");
+  reject_unknown(doc, "");
   c.validate(source);
   return c;
 }
@@ -203,33 +164,11 @@ void ModelConfig::validate(const std::string& source) const {
 }
 
 std::string ModelConfig::to_json() const {
-  json j;
-  j["img_size"] = img_size;
-  j["patch_size"] = patch_size;
-  j["embed_dim"] = embed_dim;
-  j["depth"] = depth;
-  j["num_heads"] = num_heads;
-  j["mlp_ratio"] = mlp_ratio;
-  j["num_register_tokens"] = num_register_tokens;
-  j["qk_norm"] = qk_norm;
-  j["rope_freq"] = rope_freq;
-  j["enable_3d_rope"] = enable_3d_rope;
-  j["max_frame_num"] = max_frame_num;
-  j["aggregator_output_layers"] = aggregator_output_layers;
-  j["rope3d_fhw_dim"] = rope3d_fhw_dim;
-  j["rope3d_theta"] = rope3d_theta;
-  j["kv_cache_sliding_window"] = kv_cache_sliding_window;
-  j["kv_cache_scale_frames"] = kv_cache_scale_frames;
-  j["kv_cache_cross_frame_special"] = kv_cache_cross_frame_special;
-  j["kv_cache_include_scale_frames"] = kv_cache_include_scale_frames;
-  j["kv_cache_camera_only"] = kv_cache_camera_only;
-  j["camera_num_iterations"] = camera_num_iterations;
-  j["num_scale_frames"] = num_scale_frames;
-  j["encoder"] = {{"embed_dim", encoder.embed_dim}, {"depth", encoder.depth}, {"num_heads", encoder.num_heads},
-                  {"mlp_ratio", encoder.mlp_ratio}, {"num_register_tokens", encoder.num_register_tokens}};
-  j["camera_head"] = {{"dim", camera_head.dim}, {"trunk_depth", camera_head.trunk_depth},
-                      {"num_heads", camera_head.num_heads}, {"mlp_ratio", camera_head.mlp_ratio}};
-  j["depth_head"] = {{"features", depth_head.features}, {"out_channels", depth_head.out_channels}};
+  json j = json::object();
+  for_each_config_key(*this, [&](const std::string& key, const auto& field) {
+    const auto [object, name] = split_key(key);
+    (object.empty() ? j : j[object])[name] = field;
+  });
   return j.dump(2);
 }
 

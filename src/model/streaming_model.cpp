@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -40,18 +39,6 @@ void warn_if_not_finite(const FrameResult& r) {
 
 }  // namespace
 
-StreamOptions StreamOptions::from_config(const ModelConfig& c) {
-  StreamOptions o;
-  o.cache.sliding_window = c.kv_cache_sliding_window;
-  o.cache.scale_frames = c.kv_cache_scale_frames;
-  o.cache.cross_frame_special = c.kv_cache_cross_frame_special;
-  o.cache.include_scale_frames = c.kv_cache_include_scale_frames;
-  o.cache.camera_only = c.kv_cache_camera_only;
-  o.num_scale_frames = c.num_scale_frames;
-  o.camera_iterations = c.camera_num_iterations;
-  return o;
-}
-
 StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
                                const StreamOptions& options)
     : be_(backend), config_(config), options_(options), readback_(backend) {
@@ -61,7 +48,6 @@ StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, c
   LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth <= 2, "pipeline_depth must be 0, 1 or 2, got {}",
            options.pipeline_depth);
   kv::validate(options.cache);
-  if (const char* env = std::getenv("LINGBOT_CUDA_GRAPHS"); env && std::string(env) == "0") options_.use_graphs = false;
   weights_ = std::make_unique<DeviceWeights>(backend, weights, config);
   ws_ = std::make_unique<Workspace>(backend);
   aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout, options.cache,
@@ -240,8 +226,10 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   const bool camera_ran = pending || !defer_heads;
 
   // The device part: single frames replay a recorded graph once one exists.
+  // Not while the profiler runs: its stage timings wait for the device,
+  // which a capture forbids, and a replay would time nothing.
   const PendingHeads* pending_ptr = pending ? &*pending : nullptr;
-  const bool graphable = options_.use_graphs && be_.supports_graphs() && S == 1;
+  const bool graphable = options_.use_graphs && be_.supports_graphs() && S == 1 && !Profiler::enabled();
   const StepKind kind{.store = store, .pending_heads = pending.has_value(), .pending_stored = pending && pending->store};
   const auto [outputs, run] = graphs_->run(
       kind, graphable, [&](StepOutputs& out) { compute_step(S, H, W, defer_heads, pending_ptr, out); });

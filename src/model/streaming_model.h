@@ -6,14 +6,14 @@
 //      together (they attend to each other bidirectionally); their results
 //      all come back when the last of them is pushed.
 //   2. Every later frame goes through alone and its result comes back at
-//      once. With keyframe_interval N > 1 only every N-th of them is stored
+//      once (with pipeline_depth 0; see below). With keyframe_interval N > 1 only every N-th of them is stored
 //      in the KV caches; the others attend and leave no trace.
 //   finish() runs a scale phase that is still short of frames (a stream
 //   shorter than num_scale_frames) and returns every result not yet
 //   returned; reset() starts a new video (discarding results not returned).
 //   With StreamOptions::pipeline_depth = 1 each push() returns the results
-//   of the step before it, with 2 those of the step two pushes back, so call
-//   finish() at the end of a stream.
+//   of the step before it, with 2 (the default) those of the step two
+//   pushes back, so call finish() at the end of a stream.
 #pragma once
 
 #include "backend/backend.h"
@@ -23,6 +23,7 @@
 #include "model/readback_queue.h"
 #include "model/rope.h"
 #include "model/step_graphs.h"
+#include "model/stream_options.h"
 
 #include <array>
 #include <memory>
@@ -36,30 +37,6 @@ class CameraHead;
 class DepthHead;
 class DeviceWeights;
 class Workspace;
-
-struct StreamOptions {
-  kv::Layout cache_layout = kv::Layout::Paged;
-  kv::CacheConfig cache;  // the aggregator's KV cache
-  int num_scale_frames = 8;
-  int keyframe_interval = 1;
-  int camera_iterations = 4;
-  bool keep_dense_outputs = true;  // depth, confidence and points per frame
-  bool keep_pose_iterations = false;
-  bool use_graphs = true;  // replay streaming steps as CUDA graphs where the backend can
-  // How far a frame's results trail its push():
-  //   0: every frame's results come from the push() that ran it;
-  //   1: from the next push() (or finish()), so the read-back and the host
-  //      post-processing of one frame overlap the device work of the next;
-  //   2: as 1, and the heads (camera and depth) of a streaming frame run in
-  //      the next frame's step, beside its encoder and aggregator, so the
-  //      heads' small kernels fill the device instead of ending each step
-  //      on their own; results come two pushes later.
-  // The results are the same for every depth.
-  int pipeline_depth = 0;
-
-  // The settings a config file implies.
-  static StreamOptions from_config(const ModelConfig& config);
-};
 
 struct FrameResult {
   int64_t index = 0;     // position in the stream, from 0
@@ -90,6 +67,7 @@ class StreamingModel {
 
   const ModelConfig& config() const { return config_; }
   const StreamOptions& options() const { return options_; }
+  int64_t frames_pushed() const { return frames_pushed_; }  // since construction or reset()
   kv::CacheStats cache_stats() const;
   size_t weight_bytes() const;
   size_t workspace_bytes() const;

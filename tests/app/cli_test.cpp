@@ -49,6 +49,18 @@ TEST(Cli, WithoutArgumentsExplainsUsage) {
   EXPECT_NE(r.output.find("inspect"), std::string::npos) << r.output;
 }
 
+TEST(Cli, HelpListsTheEnvironmentVariables) {
+  for (const std::string& args : {std::string("--help"), std::string("run --help"), std::string("bench --help")}) {
+    const Result r = cli(args);
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
+    for (const char* name : {"LINGBOT_CUDA_GRAPHS", "LINGBOT_CUDA_SYNC", "LINGBOT_CUDA_LANE_PRIORITY",
+                             "LINGBOT_ATTENTION_KERNEL", "LINGBOT_PROFILE"})
+      EXPECT_NE(r.output.find(name), std::string::npos) << args << ": " << name << "\n" << r.output;
+  }
+  // The engine's defaults as the library has them.
+  EXPECT_NE(cli("run --help").output.find("(default: 2)"), std::string::npos);
+}
+
 TEST(Cli, InspectReportsAMatchingCheckpoint) {
   const Result r = cli("inspect " + small("weights.pt") + " --config " + small("config.json"));
   EXPECT_EQ(r.status, 0) << r.output;

@@ -7,6 +7,11 @@
 #include "test_support.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+#include <sstream>
 
 using namespace lingbot;
 
@@ -21,7 +26,60 @@ std::string error_of(const std::string& json) {
   return "";
 }
 
+// The rows "| `key` | official | meaning |" of docs/model-config.md, by
+// full key ("encoder.depth"): a table belongs to the object that the text
+// above it names ("`encoder` object"), or to the top level.
+std::map<std::string, std::pair<std::string, std::string>> documented_keys() {
+  std::ifstream in(test::fixture_path("../../docs/model-config.md"));
+  std::map<std::string, std::pair<std::string, std::string>> rows;
+  std::string line, object;
+  while (std::getline(in, line)) {
+    if (line.rfind("#", 0) == 0) object.clear();
+    for (const char* name : {"encoder", "camera_head", "depth_head"})
+      if (line.find(std::string("`") + name + "` object") != std::string::npos) object = name;
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t key_end = line.find('`', 3);
+    const size_t cell_end = line.find('|', key_end);
+    const size_t meaning_end = line.rfind('|');
+    const std::string key = line.substr(3, key_end - 3);
+    std::string official = line.substr(cell_end + 1, line.find('|', cell_end + 1) - cell_end - 1);
+    official = official.substr(official.find_first_not_of(' '));
+    official = official.substr(0, official.find_last_not_of(' ') + 1);
+    rows[object.empty() ? key : object + "." + key] = {official, line.substr(0, meaning_end)};
+  }
+  return rows;
+}
+
 }  // namespace
+
+TEST(ModelConfig, DocsListEveryKeyWithItsOfficialValue) {
+  auto rows = documented_keys();
+  ASSERT_FALSE(rows.empty());
+  const ModelConfig official = ModelConfig::official();
+  for_each_config_key(official, [&](const std::string& key, const auto& field) {
+    auto it = rows.find(key);
+    if (it == rows.end()) {
+      ADD_FAILURE() << "docs/model-config.md does not list '" << key << "'";
+      return;
+    }
+    const nlohmann::json documented = nlohmann::json::parse(it->second.first, nullptr, false);
+    EXPECT_EQ(documented, nlohmann::json(field)) << key << ": the docs say " << it->second.first;
+    rows.erase(it);
+  });
+  for (const char* key : kIgnoredConfigKeys) {
+    ASSERT_TRUE(rows.count(key)) << "docs/model-config.md does not list '" << key << "'";
+    EXPECT_NE(rows[key].second.find("ignored"), std::string::npos) << rows[key].second;
+    rows.erase(key);
+  }
+  for (const auto& [key, row] : rows) ADD_FAILURE() << "docs/model-config.md lists '" << key << "', no config key";
+}
+
+TEST(ModelConfig, UpstreamsIgnoredKeysAreAccepted) {
+  // Upstream's configs carry max_frame_num; it limits nothing here.
+  const ModelConfig c = ModelConfig::from_json_text(R"({"max_frame_num": 2048})", "cfg.json");
+  EXPECT_EQ(c.to_json(), ModelConfig::official().to_json());
+  EXPECT_EQ(c.to_json().find("max_frame_num"), std::string::npos);
+}
 
 TEST(ModelConfig, EmptyObjectIsTheOfficialModel) {
   const ModelConfig c = ModelConfig::from_json_text("{}", "cfg.json");
@@ -57,6 +115,12 @@ TEST(ModelConfig, BadValuesNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"encoder": {"embed_dim": 768}})").find("encoder.embed_dim"), std::string::npos);
   EXPECT_NE(error_of("{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of("[1, 2]").find("the config must be a JSON object"), std::string::npos);
+  EXPECT_NE(error_of(R"({"encoder": 3})").find("'encoder' must be a JSON object"), std::string::npos);
+  EXPECT_NE(error_of(R"({"rope3d_fhw_dim": [20, 22]})").find("'rope3d_fhw_dim' must be an array of 3 numbers"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"aggregator_output_layers": [4, 1.5]})").find("'aggregator_output_layers' must hold integers"),
+            std::string::npos);
   EXPECT_THROW(ModelConfig::from_file("/nonexistent/config.json"), Error);
 }
 

@@ -124,8 +124,8 @@ TEST(Streaming, WrongFramesAreClearErrors) {
 }
 
 // Pipelined read-back (pipeline_depth 1) returns each frame's results one
-// push later, deferred heads (2) two pushes later, and both exactly the
-// values the synchronous mode returns.
+// push later, deferred heads (2, the default) two pushes later, and both
+// exactly the values the synchronous mode (0) returns.
 class StreamingPipeline : public ::testing::TestWithParam<int> {};
 
 TEST_P(StreamingPipeline, ResultsEqualSynchronousOnes) {
@@ -134,6 +134,7 @@ TEST_P(StreamingPipeline, ResultsEqualSynchronousOnes) {
   auto be = make_cpu_backend(1);
   StreamOptions sync_opt = StreamOptions::from_config(fx.config);
   sync_opt.keyframe_interval = 2;
+  sync_opt.pipeline_depth = 0;  // the default is 2
   StreamOptions pipe_opt = sync_opt;
   pipe_opt.pipeline_depth = depth;
   StreamingModel sync_model(*be, fx.weights, fx.config, sync_opt);

@@ -94,8 +94,10 @@ struct CudaBackend::Staging {
 };
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) {
-  if (const char* env = std::getenv("LINGBOT_CUDA_SYNC"); env && std::strcmp(env, "1") == 0)
-    options_.sync_after_each_op = true;
+  LB_CHECK(options_.attention_kernel == AttentionKernel::Auto || options_.attention_kernel == AttentionKernel::Mma ||
+               options_.attention_kernel == AttentionKernel::WgmmaWs,
+           "cuda backend: attention_kernel must be auto, mma or wgmma-ws, got {}",
+           attention_kernel_name(options_.attention_kernel));
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -120,11 +122,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
     return std::shared_ptr<void>(device_malloc(bytes, "a tensor"), [](void* p) { device_free(p); });
   });
 
-  if (const char* env = std::getenv("LINGBOT_CUDA_LANE_PRIORITY")) {
-    const std::string v(env);
-    LB_CHECK(v == "equal" || v == "main", "LINGBOT_CUDA_LANE_PRIORITY must be equal or main, got '{}'", v);
-    options_.lane_priority = v == "main" ? CudaBackendOptions::LanePriority::Main : CudaBackendOptions::LanePriority::Equal;
-  }
   make_lane(main_, lane_priority(true));
   try {
     LB_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
@@ -377,7 +374,9 @@ std::unique_ptr<kv::KvCache> CudaBackend::make_kv_cache(kv::Layout layout, const
   // A cache uploads its tables on the main stream (begin_step runs outside
   // any branch) and launches its kernels where the backend's ops go when
   // append and attend are called: inside a side branch, the side stream.
-  return make_cuda_kv_cache(layout, config, tokens, num_blocks, main_.stream, [this] { return lane_->stream; });
+  auto cache = make_cuda_kv_cache(layout, config, tokens, num_blocks, main_.stream, [this] { return lane_->stream; });
+  static_cast<CudaKvCache&>(*cache).set_auto_attention(options_.attention_kernel);
+  return cache;
 }
 
 // ---- dense layers -------------------------------------------------------------
@@ -502,7 +501,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   const char* op = "attention";
   contracts::check_attention(contract(), q, k, v, groups, num_heads, head_dim, out);
   // attention_dense adds the kernels' own limits (head_dim, rows, alignment).
-  attention_dense(q, k, v, groups, num_heads, head_dim, out, lane_->stream);
+  attention_dense(q, k, v, groups, num_heads, head_dim, out, lane_->stream, options_.attention_kernel);
   after_op(op);
 }
 

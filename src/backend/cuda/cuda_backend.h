@@ -27,6 +27,9 @@
 
 #include "backend/backend.h"
 #include "backend/op_contracts.h"
+#include "backend/cuda/attention/attention_types.h"
+
+#include <lingbot/options.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -40,6 +43,9 @@ class Gemm;
 class Conv;
 class DeviceScratch;
 
+// The defaults are the engine's (include/lingbot/options.h: cuda_sync,
+// lane_priority, attention_kernel); the library reads no environment
+// variables (lingbot-map maps its LINGBOT_CUDA_* ones onto these).
 struct CudaBackendOptions {
   int device = 0;
   // TF32 tensor cores for the float32 matrix products and convolutions (the
@@ -47,14 +53,16 @@ struct CudaBackendOptions {
   bool allow_tf32 = true;
   // Scheduling priority of the two lanes' streams (and of the kernels a
   // graph captured from them): Equal, or the main lane's work first, with
-  // the side branch filling what the main work leaves idle. Also set by the
-  // environment variable LINGBOT_CUDA_LANE_PRIORITY (equal | main).
+  // the side branch filling what the main work leaves idle.
   enum class LanePriority { Equal, Main };
   LanePriority lane_priority = LanePriority::Equal;
   // Wait for the stream after every op and report the first failing op by
-  // name (debugging; defeats asynchrony). Also on when the environment
-  // variable LINGBOT_CUDA_SYNC is set to 1.
-  bool sync_after_each_op = false;
+  // name (debugging; defeats asynchrony).
+  bool sync_after_each_op = option_defaults::cuda_sync;
+  // What the automatic attention kernel choice picks on Hopper where a
+  // tensor-core kernel applies: Auto (WgmmaWs), Mma or WgmmaWs
+  // (attention/attention.h).
+  AttentionKernel attention_kernel = AttentionKernel::Auto;
 };
 
 // True when a CUDA device can be used (driver present, at least one GPU).

@@ -3,9 +3,6 @@
 // and attention_mma.cu.
 #include "backend/cuda/attention/attention.h"
 
-#include <cstdlib>
-#include <string>
-
 #include "backend/cuda/attention/attention_launch.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
@@ -78,24 +75,20 @@ bool mma_applies(DType dtype, int head_dim) {
 
 // Auto -> a concrete kernel; an explicit choice that cannot run is an error.
 // The Mma kernel also needs 16-byte aligned K/V rows (cp.async) and 4-byte
-// aligned q/out (paired bf16 accesses): `mma_aligned`.
-AttentionKernel resolve(AttentionKernel kernel, DType dtype, int head_dim, bool mma_aligned) {
+// aligned q/out (paired bf16 accesses): `mma_aligned`. `auto_choice` is
+// what Auto picks on Hopper where a tensor-core kernel applies (attention.h).
+AttentionKernel resolve(AttentionKernel kernel, DType dtype, int head_dim, bool mma_aligned,
+                        AttentionKernel auto_choice) {
   LB_CHECK(head_dim <= kAttentionMaxHeadDim, "cuda attention: head_dim {} is larger than the supported {}",
            head_dim, kAttentionMaxHeadDim);
+  LB_CHECK(auto_choice == AttentionKernel::Auto || auto_choice == AttentionKernel::Mma ||
+               auto_choice == AttentionKernel::WgmmaWs,
+           "cuda attention: the kernel auto picks must be auto, mma or wgmma-ws, got {}",
+           attention_kernel_name(auto_choice));
   if (kernel == AttentionKernel::Auto) {
     if (!(mma_applies(dtype, head_dim) && mma_aligned)) return AttentionKernel::Warp;
-    // Hopper: the warp-specialised wgmma kernel. The environment can pin
-    // another: LINGBOT_ATTENTION_KERNEL=mma|wgmma-ws.
-    static const AttentionKernel pinned = [] {
-      const char* env = std::getenv("LINGBOT_ATTENTION_KERNEL");
-      const std::string name = env != nullptr ? env : "";
-      if (name == "mma") return AttentionKernel::Mma;
-      if (name == "wgmma-ws") return AttentionKernel::WgmmaWs;
-      LB_CHECK(name.empty(), "LINGBOT_ATTENTION_KERNEL must be mma or wgmma-ws, got '{}'", name);
-      return AttentionKernel::Auto;
-    }();
     if (device_info().major != 9) return AttentionKernel::Mma;
-    return pinned == AttentionKernel::Auto ? AttentionKernel::WgmmaWs : pinned;
+    return auto_choice == AttentionKernel::Auto ? AttentionKernel::WgmmaWs : auto_choice;
   }
   if (kernel == AttentionKernel::WgmmaWs) {
     LB_CHECK(dtype == DType::BF16 && head_dim == 64 && device_info().major == 9,
@@ -151,15 +144,18 @@ const char* attention_kernel_name(AttentionKernel kernel) {
   return "?";
 }
 
-AttentionKernel attention_auto_kernel(DType dtype, int head_dim) { return resolve(AttentionKernel::Auto, dtype, head_dim, true); }
+AttentionKernel attention_auto_kernel(DType dtype, int head_dim, AttentionKernel auto_choice) {
+  return resolve(AttentionKernel::Auto, dtype, head_dim, true, auto_choice);
+}
 
 void attention_dense(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
-                     Tensor& out, cudaStream_t stream) {
-  attention_dense_with(AttentionKernel::Auto, q, k, v, groups, num_heads, head_dim, out, stream);
+                     Tensor& out, cudaStream_t stream, AttentionKernel auto_choice) {
+  attention_dense_with(AttentionKernel::Auto, q, k, v, groups, num_heads, head_dim, out, stream, auto_choice);
 }
 
 void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v, int groups,
-                          int num_heads, int head_dim, Tensor& out, cudaStream_t stream) {
+                          int num_heads, int head_dim, Tensor& out, cudaStream_t stream,
+                          AttentionKernel auto_choice) {
   check_device_tensor(q, "q");
   check_device_tensor(k, "k");
   check_device_tensor(v, "v");
@@ -185,7 +181,7 @@ void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor&
   check_launch_size(n * groups, num_heads, 1);
   const bool mma_aligned =
       aligned(k.data(), 16) && aligned(v.data(), 16) && aligned(q.data(), 4) && aligned(out.data(), 4);
-  kernel = resolve(kernel, q.dtype(), head_dim, mma_aligned);
+  kernel = resolve(kernel, q.dtype(), head_dim, mma_aligned, auto_choice);
 
   const auto rows = static_cast<int32_t>(n);
   if (q.dtype() == DType::BF16) {
@@ -244,7 +240,8 @@ int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
 }
 
 void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
-                     Tensor& out, DeviceScratch& scratch, cudaStream_t stream, AttentionKernel kernel, int splits) {
+                     Tensor& out, DeviceScratch& scratch, cudaStream_t stream, AttentionKernel kernel, int splits,
+                     AttentionKernel auto_choice) {
   check_device_tensor(q, "q");
   check_device_tensor(out, "out");
   LB_CHECK(table != nullptr, "cuda attention: null key table");
@@ -262,7 +259,7 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
   LB_CHECK(splits >= 0 && splits <= 65535, "cuda attention: splits must be in [0, 65535], got {}", splits);
   if (nq == 0) return;
   // Pages are 16-byte aligned by construction (kv_table.h), so only q/out matter.
-  kernel = resolve(kernel, q.dtype(), head_dim, aligned(q.data(), 4) && aligned(out.data(), 4));
+  kernel = resolve(kernel, q.dtype(), head_dim, aligned(q.data(), 4) && aligned(out.data(), 4), auto_choice);
   if (kernel == AttentionKernel::Naive) splits = 1;
   if (splits == 0) splits = attention_paged_splits(kernel, nq, num_heads);
   check_launch_size(nq, num_heads, splits);

@@ -26,7 +26,8 @@
 //          ring, two consumer warpgroups take turns on the tensor cores
 //          (attention_wgmma_ws.cu).
 //   Auto:  on Hopper WgmmaWs, elsewhere Mma, where they apply; else Warp.
-//          LINGBOT_ATTENTION_KERNEL=mma|wgmma-ws pins the choice.
+//          `auto_choice` Mma or WgmmaWs pins what Auto picks on Hopper
+//          (CudaBackendOptions::attention_kernel; Auto: WgmmaWs).
 //
 // Layouts (row-major, contiguous, on the device):
 //   attention_dense: q, k, v, out [groups * n][num_heads * head_dim]; group g
@@ -55,12 +56,13 @@ const char* attention_kernel_name(AttentionKernel kernel);
 
 // Self-attention within each of `groups` equal groups of rows (see above).
 void attention_dense(const Tensor& q, const Tensor& k, const Tensor& v, int groups, int num_heads, int head_dim,
-                     Tensor& out, cudaStream_t stream);
+                     Tensor& out, cudaStream_t stream, AttentionKernel auto_choice = AttentionKernel::Auto);
 // The same with a chosen kernel (tests, benchmarks). Throws lingbot::Error if
 // `kernel` cannot run these shapes (Mma: bf16 and head_dim 64 only;
 // WgmmaWs: the same on sm_90 only).
 void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v, int groups,
-                          int num_heads, int head_dim, Tensor& out, cudaStream_t stream);
+                          int num_heads, int head_dim, Tensor& out, cudaStream_t stream,
+                          AttentionKernel auto_choice = AttentionKernel::Auto);
 
 // q [nq, H, D] against every visible key of `block` of the cache whose
 // device table is `table`; K/V stored in q's dtype. splits = 0 picks the
@@ -70,12 +72,13 @@ void attention_dense_with(AttentionKernel kernel, const Tensor& q, const Tensor&
 // at the first call that needs more, never during graph capture).
 void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
                      Tensor& out, DeviceScratch& scratch, cudaStream_t stream,
-                     AttentionKernel kernel = AttentionKernel::Auto, int splits = 0);
+                     AttentionKernel kernel = AttentionKernel::Auto, int splits = 0,
+                     AttentionKernel auto_choice = AttentionKernel::Auto);
 
 // The kernel Auto picks for a dtype and head_dim, and the key-split count
 // attention_paged uses for nq queries of num_heads heads with that kernel on
 // the current device.
-AttentionKernel attention_auto_kernel(DType dtype, int head_dim);
+AttentionKernel attention_auto_kernel(DType dtype, int head_dim, AttentionKernel auto_choice = AttentionKernel::Auto);
 int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads);
 // The most key splits attention_paged_splits picks for the warp kernel.
 inline constexpr int kMaxWarpSplits = 32;

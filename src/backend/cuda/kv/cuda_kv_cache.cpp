@@ -216,7 +216,7 @@ void CudaKvCache::attend(int block, const Tensor& q, Tensor& out) {
   LB_CHECK(q.dtype() == *dtype_ && out.dtype() == *dtype_, "kv cache: attend: q and out must be {} like the "
            "cache, got {} and {}", dtype_name(*dtype_), dtype_name(q.dtype()), dtype_name(out.dtype()));
   attention_paged(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_, kernel_stream(),
-                  kernel_, splits_);
+                  kernel_, splits_, auto_choice_);
 }
 
 void CudaKvCache::note_replayed_step() {

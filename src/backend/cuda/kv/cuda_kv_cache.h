@@ -95,6 +95,9 @@ class CudaKvCache final : public kv::KvCache {
   const KvTableHeader* device_table() const { return table_.device(); }
   // Forces attend()'s kernel and split count (splits 0 = automatic).
   void set_attention(AttentionKernel kernel, int splits = 0);
+  // What the automatic kernel choice picks on Hopper (attention.h's
+  // auto_choice: Auto, Mma or WgmmaWs; the backend's attention_kernel).
+  void set_auto_attention(AttentionKernel auto_choice) { auto_choice_ = auto_choice; }
   // Whether the wgmma-ws kernel may copy key tiles with TMA where the cache
   // has tensor maps (bf16, head_dim 64, pages of at least a tile; default
   // on). Off, every tile is copied row by row with cp.async: the way to
@@ -138,6 +141,7 @@ class CudaKvCache final : public kv::KvCache {
   KvTable table_;
   DeviceScratch scratch_;
   AttentionKernel kernel_ = AttentionKernel::Auto;
+  AttentionKernel auto_choice_ = AttentionKernel::Auto;
   int splits_ = 0;
 };
 

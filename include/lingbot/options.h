@@ -1,0 +1,102 @@
+// The engine's options, each defined once, in LINGBOT_OPTIONS below: its
+// name, type, default, range and help text (part of <lingbot/lingbot.h>).
+//
+// Everything else is made from that list, so nothing can disagree with it:
+//   * lingbot::Options, the public API's options (one field per row);
+//   * lingbot::option_defaults, the defaults the library's internal structs
+//     (StreamOptions, CudaBackendOptions) initialise their fields with;
+//   * the lingbot-map CLI's flags: one per row, named as the row with '-'
+//     for '_' (kv_window is --kv-window); a boolean that defaults to true is
+//     turned off with --no-NAME (dense: --no-dense), one that defaults to
+//     false is turned on with --NAME; the help is the row's;
+//   * lingbot::set_option(options, "kv_window", "32"), by name.
+//
+// Options that the model config file also sets (docs/model-config.md) have
+// no default of their own: unset, the config's value applies.
+#pragma once
+
+#include <climits>
+#include <optional>
+#include <string>
+
+// One row per option, by kind:
+//   INT(group, name, default, min, max, help)
+//   CONFIG_INT(group, name, config_key, min, help)   unset: the config's `config_key`
+//   BOOL(group, name, default, help_on, help_off)    what true and false do
+//   CHOICE(group, name, default, choices, help)      choices: "a|b|c"
+// group: the part of the engine that reads it (lingbot::OptionGroup).
+// Help texts are sentences without the final full stop; the CLI appends the
+// default.
+#define LINGBOT_OPTIONS(INT, CONFIG_INT, BOOL, CHOICE)                                                          \
+  CHOICE(Device, device, "auto", "cpu|cuda|auto",                                                              \
+         "Where the model runs: cpu, cuda (the first GPU) or auto (the GPU if one is usable, else the CPU)")    \
+  INT(Device, threads, 0, 0, INT_MAX, "CPU threads (0: all cores)")                                            \
+  CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
+  CONFIG_INT(Stream, num_scale_frames, "num_scale_frames", 1,                                                   \
+             "Frames processed together at the start of a stream; the KV cache also keeps this many first "    \
+             "frames for good (kv_cache_scale_frames), as upstream demo.py's --num_scale_frames does")          \
+  CONFIG_INT(Stream, kv_window, "kv_cache_sliding_window", 1,                                                   \
+             "Sliding window of the KV cache: the most recent frames kept whole")                               \
+  INT(Stream, keyframe_interval, 1, 1, INT_MAX,                                                                \
+      "Store every N-th frame after the scale frames in the KV cache (1: every frame)")                         \
+  CONFIG_INT(Stream, camera_iterations, "camera_num_iterations", 1, "Refinement iterations of the camera head") \
+  INT(Stream, pipeline_depth, 2, 0, 2,                                                                          \
+      "How many pushes a frame's results trail its own: 2 runs a frame's camera and depth heads beside the "    \
+      "next frame's encoder and aggregator and reads its results back while the frame after runs; 1 only "     \
+      "overlaps the read-back; 0 waits for each frame. The results are the same for all three")               \
+  BOOL(Stream, dense, true, "Keep depth, confidence and world points of every frame",                          \
+       "Cameras only: skip the depth head and keep no per-pixel outputs (for long runs)")                      \
+  INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \
+      "Frame width after preprocessing (crop) or its longest side (pad), in pixels")                            \
+  CHOICE(Preprocess, mode, "crop", "crop|pad",                                                                  \
+         "Preprocessing, as upstream's load_and_preprocess_images: crop (resize to the width, keep the middle " \
+         "rows) or pad (resize the longest side, pad with white to a square)")                                  \
+  BOOL(Cuda, cuda_graphs, true, "Replay streaming steps as CUDA graphs", "Run every step eagerly (no CUDA graphs)") \
+  BOOL(Cuda, cuda_sync, false,                                                                                  \
+       "Wait for the GPU after every op and name the op whose kernel failed (debugging; slow)",               \
+       "Ops only enqueue work on the GPU")                                                                      \
+  CHOICE(Cuda, lane_priority, "equal", "equal|main",                                                            \
+         "Priorities of the GPU's two streams: equal, or main (the main stream's kernels before the side "     \
+         "branch's, which fills what the main work leaves idle)")                                               \
+  CHOICE(Cuda, attention_kernel, "auto", "auto|mma|wgmma-ws",                                                   \
+         "Tensor-core attention kernel where one applies (bfloat16, head_dim 64): auto is wgmma-ws on Hopper "  \
+         "and mma elsewhere; mma or wgmma-ws pins that kernel on Hopper")
+
+namespace lingbot {
+
+// The part of the engine an option belongs to (the CLI groups its flags so:
+// `run` has them all, `bench` all but Preprocess).
+enum class OptionGroup { Device, Stream, Preprocess, Cuda };
+
+// The options of lingbot::Model (see LINGBOT_OPTIONS for each one's meaning).
+struct Options {
+#define LINGBOT_INT_FIELD_(group, name, default_value, min, max, help) int name = default_value;
+#define LINGBOT_CONFIG_INT_FIELD_(group, name, config_key, min, help) std::optional<int> name;
+#define LINGBOT_BOOL_FIELD_(group, name, default_value, help_on, help_off) bool name = default_value;
+#define LINGBOT_CHOICE_FIELD_(group, name, default_value, choices, help) std::string name = default_value;
+  LINGBOT_OPTIONS(LINGBOT_INT_FIELD_, LINGBOT_CONFIG_INT_FIELD_, LINGBOT_BOOL_FIELD_, LINGBOT_CHOICE_FIELD_)
+#undef LINGBOT_INT_FIELD_
+#undef LINGBOT_CONFIG_INT_FIELD_
+#undef LINGBOT_BOOL_FIELD_
+#undef LINGBOT_CHOICE_FIELD_
+
+  bool operator==(const Options&) const = default;
+};
+
+// Each option's default as a constant (none for the CONFIG_INT rows), for
+// the library's internal structs.
+namespace option_defaults {
+#define LINGBOT_INT_DEFAULT_(group, name, default_value, min, max, help) inline constexpr int name = default_value;
+#define LINGBOT_CONFIG_INT_DEFAULT_(group, name, config_key, min, help)
+#define LINGBOT_BOOL_DEFAULT_(group, name, default_value, help_on, help_off) \
+  inline constexpr bool name = default_value;
+#define LINGBOT_CHOICE_DEFAULT_(group, name, default_value, choices, help) \
+  inline constexpr const char* name = default_value;
+LINGBOT_OPTIONS(LINGBOT_INT_DEFAULT_, LINGBOT_CONFIG_INT_DEFAULT_, LINGBOT_BOOL_DEFAULT_, LINGBOT_CHOICE_DEFAULT_)
+#undef LINGBOT_INT_DEFAULT_
+#undef LINGBOT_CONFIG_INT_DEFAULT_
+#undef LINGBOT_BOOL_DEFAULT_
+#undef LINGBOT_CHOICE_DEFAULT_
+}  // namespace option_defaults
+
+}  // namespace lingbot

@@ -1,0 +1,45 @@
+// How a stream runs: the KV cache, the scale phase, keyframes, what is kept
+// and how far results trail their frames.
+//
+// The defaults are the engine's (include/lingbot/options.h, the one list of
+// options that the public API and the CLI share): a StreamOptions made
+// without a config is what lingbot-map runs with the official model.
+#pragma once
+
+#include "kv/kv_cache.h"
+#include "model/model_config.h"
+
+#include <lingbot/options.h>
+
+#include <string_view>
+
+namespace lingbot {
+
+struct StreamOptions {
+  kv::Layout cache_layout =
+      std::string_view(option_defaults::kv_cache) == "dense" ? kv::Layout::Dense : kv::Layout::Paged;
+  kv::CacheConfig cache;  // the aggregator's KV cache (defaults: the official config's)
+  int num_scale_frames = 8;   // the official config's num_scale_frames
+  int keyframe_interval = option_defaults::keyframe_interval;
+  int camera_iterations = 4;  // the official config's camera_num_iterations
+  bool keep_dense_outputs = option_defaults::dense;  // depth, confidence and points per frame
+  bool keep_pose_iterations = false;
+  bool use_graphs = option_defaults::cuda_graphs;  // replay streaming steps as CUDA graphs where the backend can
+  // How far a frame's results trail its push():
+  //   0: every frame's results come from the push() that ran it;
+  //   1: from the next push() (or finish()), so the read-back and the host
+  //      post-processing of one frame overlap the device work of the next;
+  //   2: as 1, and the heads (camera and depth) of a streaming frame run in
+  //      the next frame's step, beside its encoder and aggregator, so the
+  //      heads' small kernels fill the device instead of ending each step
+  //      on their own; results come two pushes later.
+  // The results are the same for every depth.
+  int pipeline_depth = option_defaults::pipeline_depth;
+
+  // The settings a config file implies (the rest at their defaults).
+  static StreamOptions from_config(const ModelConfig& config);
+
+  bool operator==(const StreamOptions&) const = default;
+};
+
+}  // namespace lingbot

@@ -1,0 +1,114 @@
+// The one list of options (include/lingbot/options.h): the library's
+// internal defaults are its defaults, every row can be set by name, and
+// the options that default to a config key do take that key's value.
+#include "api/option_table.h"
+
+#include <lingbot/lingbot.h>
+
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace lingbot;
+
+namespace {
+
+// The value of an integer key of `config`.
+int config_int(const ModelConfig& config, std::string_view key) {
+  int value = -1;
+  for_each_config_key(config, [&](std::string_view k, const auto& field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, int>)
+      if (k == key) value = field;
+  });
+  return value;
+}
+
+// A value of the row's kind other than its default, as text.
+std::string other_value(const OptionInfo& info) {
+  switch (info.kind) {
+    case OptionInfo::Kind::Int: return std::to_string(info.default_int == info.min ? info.min + 1 : info.min);
+    case OptionInfo::Kind::ConfigInt: return std::to_string(info.min + 1);
+    case OptionInfo::Kind::Bool: return info.default_bool ? "false" : "true";
+    case OptionInfo::Kind::Choice:
+      for (const std::string& c : info.choice_list())
+        if (c != info.default_choice) return c;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
+  // What the public API and the CLI run with when no option is given ...
+  const StreamOptions from_table = stream_options(Options{}, ModelConfig::official());
+  // ... is what the library runs with when it is given nothing.
+  EXPECT_EQ(from_table, StreamOptions{});
+  EXPECT_EQ(from_table, StreamOptions::from_config(ModelConfig::official()));
+  EXPECT_EQ(StreamOptions{}.pipeline_depth, 2);
+  EXPECT_EQ(Options{}.pipeline_depth, 2);
+  const io::PreprocessOptions prep = preprocess_options(Options{}, ModelConfig::official());
+  const io::PreprocessOptions library_prep;
+  EXPECT_EQ(prep.image_size, library_prep.image_size);
+  EXPECT_EQ(prep.mode, library_prep.mode);
+  EXPECT_EQ(prep.patch_size, library_prep.patch_size);
+#ifdef LINGBOT_WITH_CUDA
+  const cuda::CudaBackendOptions cuda_from_table = cuda_backend_options(Options{});
+  const cuda::CudaBackendOptions cuda_library;
+  EXPECT_EQ(cuda_from_table.sync_after_each_op, cuda_library.sync_after_each_op);
+  EXPECT_EQ(cuda_from_table.lane_priority, cuda_library.lane_priority);
+  EXPECT_EQ(cuda_from_table.attention_kernel, cuda_library.attention_kernel);
+#endif
+}
+
+TEST(OptionTable, EveryRowIsWellFormed) {
+  std::set<std::string> flags;
+  for (const OptionInfo& info : option_table()) {
+    SCOPED_TRACE(std::string(info.name));
+    EXPECT_FALSE(info.help.empty());
+    EXPECT_TRUE(flags.insert(info.flag()).second) << "flag used twice: " << info.flag();
+    EXPECT_EQ(&option_info(info.name), &info);
+    EXPECT_FALSE(info.default_text().empty());  // ConfigInt: throws unless its key is an integer config key
+    if (info.kind == OptionInfo::Kind::Int) {
+      EXPECT_LE(info.min, info.default_int);
+      EXPECT_LE(info.default_int, info.max);
+    }
+    if (info.kind == OptionInfo::Kind::Choice) {
+      const std::vector<std::string> choices = info.choice_list();
+      EXPECT_GE(choices.size(), 2u);
+      EXPECT_NE(std::find(choices.begin(), choices.end(), info.default_choice), choices.end());
+    }
+    if (info.kind == OptionInfo::Kind::Bool) {
+      EXPECT_FALSE(info.help_off.empty());
+    }
+  }
+  EXPECT_EQ(option_info("dense").flag(), "--no-dense");
+  EXPECT_EQ(option_info("cuda_sync").flag(), "--cuda-sync");
+  EXPECT_EQ(option_info("kv_window").flag(), "--kv-window");
+}
+
+TEST(OptionTable, EveryRowCanBeSetByNameAndChecked) {
+  for (const OptionInfo& info : option_table()) {
+    SCOPED_TRACE(std::string(info.name));
+    Options o;
+    set_option(o, info.name, other_value(info));
+    EXPECT_NE(o, Options{}) << "set_option did not reach the field";
+    EXPECT_NO_THROW(check_options(o));
+  }
+}
+
+TEST(OptionTable, ConfigOptionsDefaultToTheirConfigKey) {
+  const ModelConfig small = ModelConfig::from_file(test::fixture_path("model_small/config.json"));
+  ASSERT_NE(StreamOptions::from_config(small), StreamOptions{});  // the fixture's settings are not the defaults
+  for (const OptionInfo& info : option_table()) {
+    if (info.kind != OptionInfo::Kind::ConfigInt) continue;
+    SCOPED_TRACE(std::string(info.name));
+    const int from_config = config_int(small, info.config_key);
+    Options same, other;
+    set_option(same, info.name, std::to_string(from_config));
+    set_option(other, info.name, std::to_string(from_config + 1));
+    EXPECT_EQ(stream_options(same, small), stream_options(Options{}, small));   // unset is the key's value
+    EXPECT_NE(stream_options(other, small), stream_options(Options{}, small));  // and setting it counts
+  }
+}
