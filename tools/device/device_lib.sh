@@ -130,9 +130,10 @@ bench_in() {  # build folder, name, bench arguments
     > "$W/bench_$name.txt" 2>&1
   local rc=$?
   note "-- $name: $* (rc=$rc)"
-  # The figures (phase 1, frame ~10 / ~72, steady state, memory), or the end
-  # of the log if the run stopped before printing them.
-  { grep -E "^phase 1|steady-state median|device memory in use" "$W/bench_$name.txt" ||
+  # The figures (phase 1, frames 10 and 72, steady state, what was not
+  # measured, memory), or the end of the log if the run stopped before
+  # printing them.
+  { grep -E "^phase 1|^frame 10|steady-state median|^not measured|device memory in use" "$W/bench_$name.txt" ||
     tail -3 "$W/bench_$name.txt"; } | cut -c1-260 | tee -a "$S"
 }
 
