@@ -1,10 +1,26 @@
 #include "test_support.h"
 
+#include <sys/wait.h>
+
+#include <array>
 #include <cmath>
+#include <cstdio>
 
 namespace lingbot::test {
 
 std::string fixture_path(const std::string& name) { return std::string(LINGBOT_FIXTURES_DIR) + "/" + name; }
+
+CommandResult run_shell(const std::string& command) {
+  CommandResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 double relative_error(const Tensor& a, const Tensor& b) {
   LB_CHECK(a.numel() == b.numel(), "relative_error: {} vs {}", a.describe(), b.describe());

@@ -23,22 +23,9 @@ using namespace lingbot;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = test::CommandResult;
 
-Result shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+Result shell(const std::string& cmd) { return test::run_shell(cmd); }
 
 Result cli(const std::string& args) { return shell(std::string(LINGBOT_CLI_PATH) + " " + args); }
 

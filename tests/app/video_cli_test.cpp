@@ -21,24 +21,13 @@ using namespace lingbot;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = test::CommandResult;
 
 // Runs a shell command line; `{cli}` in it stands for the lingbot-map binary.
 Result shell(std::string command) {
   const std::string cli = LINGBOT_CLI_PATH;
   for (size_t at; (at = command.find("{cli}")) != std::string::npos;) command.replace(at, 5, cli);
-  Result r;
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_shell(command);
 }
 
 bool can_make_videos() {

@@ -17,22 +17,10 @@ using namespace lingbot;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Result = test::CommandResult;
 
 Result run_example(const std::string& args) {
-  const std::string cmd = std::string(LINGBOT_RECONSTRUCT_FOLDER_PATH) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return test::run_shell(std::string(LINGBOT_RECONSTRUCT_FOLDER_PATH) + " " + args);
 }
 
 std::string small(const std::string& name) { return test::fixture_path("model_small/" + name); }
