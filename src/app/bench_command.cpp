@@ -4,6 +4,7 @@
 // the steady-state median (second half of the streamed frames), FPS and peak
 // memory: each only where the stream was long enough to measure it.
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
 #include "core/log.h"
@@ -27,9 +28,9 @@ namespace lingbot {
 
 void add_bench_command(CLI::App& app, BenchArgs& a) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure frames per second with random weights (no download needed)");
-  cmd->add_option("--frames", a.frames, "Frames to stream, scale frames included")->check(CLI::PositiveNumber);
-  cmd->add_option("--height", a.height, "Frame height (multiple of the patch size)")->check(CLI::PositiveNumber);
-  cmd->add_option("--width", a.width, "Frame width (multiple of the patch size)")->check(CLI::PositiveNumber);
+  cmd->add_option("--frames", a.frames, "Frames to stream, scale frames included")->check(at_least(1));
+  cmd->add_option("--height", a.height, "Frame height (multiple of the patch size)")->check(at_least(1));
+  cmd->add_option("--width", a.width, "Frame width (multiple of the patch size)")->check(at_least(1));
   cmd->add_option("--images", a.images, "Use these frames (preprocessed to --width) instead of random ones");
   cmd->add_option("--json", a.json, "Also write the figures to this JSON file");
   cmd->add_flag("--profile", a.profile, "Time each stage (serialises the device; slower overall)");

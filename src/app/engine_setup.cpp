@@ -1,5 +1,7 @@
 #include "app/engine_setup.h"
 
+#include "app/flag_checks.h"
+
 #include <fmt/format.h>
 
 #include <climits>
@@ -18,13 +20,8 @@ const char* group_title(OptionGroup group) {
   return "Options";
 }
 
-// The flag's range: CLI11's named validators where they say it (their help
-// reads "INT:POSITIVE" rather than the full range of int).
-CLI::Validator range(int min, int max) {
-  if (max == INT_MAX && min == 0) return CLI::NonNegativeNumber;
-  if (max == INT_MAX && min == 1) return CLI::PositiveNumber;
-  return CLI::Range(min, max);
-}
+// The flag's range, with a message that names the bound ("must be >= 1").
+CLI::Validator range(int min, int max) { return max == INT_MAX ? at_least(min) : between(min, max); }
 
 std::string flag_help(const OptionInfo& info) {
   if (info.kind == OptionInfo::Kind::Bool) return std::string(info.default_bool ? info.help_off : info.help);

@@ -2,6 +2,7 @@
 // (predictions.npz of `run --out`) in the formats other tools read. The
 // writers live in src/output (exporters.h); this file is only the options.
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "core/log.h"
 #include "output/exporters.h"
 
@@ -16,12 +17,12 @@ void add_point_options(CLI::App& cmd, ExportArgs& a) {
   cmd.add_option("--conf-threshold", a.conf_threshold, "Keep points whose depth confidence exceeds this (as run)");
   cmd.add_option("--conf-percentile", a.conf_percentile,
                  "Instead: keep points at or above this percentile (0-100) of confidence")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(between(0, 100));
   cmd.add_option("--voxel-size", a.voxel_size, "One point per voxel of this size, in world units (0: off)")
-      ->check(CLI::NonNegativeNumber);
-  cmd.add_option("--downsample", a.downsample, "Use every N-th pixel in x and y")->check(CLI::PositiveNumber);
+      ->check(at_least(0));
+  cmd.add_option("--downsample", a.downsample, "Use every N-th pixel in x and y")->check(at_least(1));
   cmd.add_option("--max-points", a.max_points, "At most this many points, taken evenly (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd.add_option("--frames", a.frames, "Points from frames A:B only (half-open, Python-style)");
 }
 

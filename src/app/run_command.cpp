@@ -9,6 +9,7 @@
 //   trajectory.txt   camera-to-world poses, TUM format
 //   points.ply       coloured points whose confidence exceeds --conf-threshold
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
 #include "app/progress.h"
@@ -44,7 +45,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                       "Video file (anything FFmpeg decodes), a camera (/dev/video0), or - for raw frames on stdin");
   images->excludes(video);
   cmd->add_option("--fps", a.fps, "Sample a video to about this many frames per second (as demo.py; default 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_flag("--rotate-cw90", a.rotate_cw90, "Turn video frames a quarter clockwise (after the stream's own rotation)");
   cmd->add_option("--input-format", a.input_format,
                   "With --video -: rgb24 (raw frames on stdin); otherwise an FFmpeg input format, e.g. v4l2");
@@ -57,7 +58,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
   cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
   cmd->add_option("--first-k", a.first_k, "Use only the first K frames (of a video: after --fps sampling), before --stride, as demo.py");
   cmd->add_option("--stride", a.stride, "Use every N-th of the frames --first-k leaves")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--sort", a.sort,
                   "Frame order in --images: natural (frame_2 before frame_10), name (plain byte order, as "
                   "upstream) or mtime (oldest first)")

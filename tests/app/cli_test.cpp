@@ -170,3 +170,25 @@ TEST(Cli, BadFlagsExitWithStatusOne) {
   EXPECT_NE(sort.output.find("--sort"), std::string::npos) << sort.output;
   EXPECT_EQ(cli("run --help").status, 0);
 }
+
+// Out-of-range numbers are refused before anything loads, in one short
+// sentence naming the flag and the bound (CLI11's own validators printed
+// the 300-digit range of a double).
+TEST(Cli, OutOfRangeFlagsNameTheBound) {
+  const std::string run = "run --model " + small("weights.pt") + " --images " + test::fixture_path("courthouse");
+  const std::pair<const char*, const char*> cases[] = {
+      {" --kv-window -1", "--kv-window: must be >= 1, got -1"},
+      {" --num-scale-frames -1", "--num-scale-frames: must be >= 1, got -1"},
+      {" --camera-iterations -2", "--camera-iterations: must be >= 1, got -2"},
+      {" --threads -3", "--threads: must be >= 0, got -3"},
+      {" --image-size 0", "--image-size: must be >= 1, got 0"},
+      {" --pipeline-depth 5", "--pipeline-depth: must be between 0 and 2, got 5"},
+      {" --stride x", "--stride: must be a number, got 'x'"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const Result r = cli(run + flag);
+    EXPECT_EQ(r.status, 1) << flag << "\n" << r.output;
+    const std::string first_line = r.output.substr(0, r.output.find('\n'));
+    EXPECT_EQ(first_line, message) << flag;
+  }
+}
