@@ -102,7 +102,7 @@ int run_inspect(const InspectArgs& args) {
               static_cast<long long>(check.expected_count));
   std::printf("%s\n", check.summary(args.model, 20).c_str());
   std::printf("loaded in %.3f s, peak RSS %.1f MB\n", load_s, peak_rss_bytes() / 1e6);
-  return check.ok() ? 0 : 2;
+  return check.fits() ? 0 : 2;
 }
 
 }  // namespace lingbot

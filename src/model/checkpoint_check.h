@@ -24,7 +24,10 @@ struct CheckpointCheck {
   int64_t expected_count = 0;
   int64_t parameter_count = 0;          // elements of the expected tensors found
 
+  // The model can run on it (extra tensors are ignored).
   bool ok() const { return missing.empty() && mis_shaped.empty() && non_float.empty(); }
+  // It holds exactly the model's tensors: `inspect`'s verdict.
+  bool fits() const { return ok() && unexpected.empty(); }
   // One line: "model.pt does not fit the config: 3 missing (a, b, c), 1 mis-shaped (x: expected [2] found [3])".
   std::string summary(const std::string& source, size_t max_names = 5) const;
 };

@@ -8,7 +8,7 @@
 #include "test_support.h"
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <chrono>
@@ -191,4 +191,48 @@ TEST(Cli, OutOfRangeFlagsNameTheBound) {
     const std::string first_line = r.output.substr(0, r.output.find('\n'));
     EXPECT_EQ(first_line, message) << flag;
   }
+}
+
+namespace {
+
+// The small model's weights as a safetensors file with one more tensor than
+// the model has (written here by hand: 8-byte header length, JSON, data).
+std::string checkpoint_with_an_extra_tensor() {
+  const io::StateDict state = io::load_state_dict(small("weights.pt"));
+  nlohmann::ordered_json header;
+  std::string data;
+  auto add = [&](const std::string& name, const Tensor& t) {
+    const Tensor f = t.to_dtype(DType::F32);
+    const size_t begin = data.size();
+    data.append(static_cast<const char*>(f.data()), static_cast<size_t>(f.nbytes()));
+    header[name] = {{"dtype", "F32"}, {"shape", f.shape()}, {"data_offsets", {begin, data.size()}}};
+  };
+  for (const auto& [name, t] : state) add(name, t);
+  Tensor extra = Tensor::zeros({2, 3});
+  add("point_head.extra.weight", extra);
+  const std::string json = header.dump();
+  const uint64_t n = json.size();
+  const std::string path = out_dir("extra_tensor.safetensors");
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << json << data;
+  return path;
+}
+
+}  // namespace
+
+// A tensor the model does not use is never accepted without a word:
+// inspect's verdict is "does not fit" with a non-zero status, and run names
+// it in a warning (and ignores it).
+TEST(Cli, ExtraTensorsAreNamed) {
+  const std::string model = checkpoint_with_an_extra_tensor();
+  const Result inspect = cli("inspect " + model + " --config " + small("config.json"));
+  EXPECT_EQ(inspect.status, 2) << inspect.output;
+  EXPECT_NE(inspect.output.find("1 unexpected (point_head.extra.weight)"), std::string::npos) << inspect.output;
+
+  const Result run = cli("run --model " + model + " --config " + small("config.json") + " --images " +
+                         test::fixture_path("courthouse") + " --image-size 126 --first-k 4 --no-dense --out " +
+                         out_dir("extra_tensor_run"));
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("point_head.extra.weight"), std::string::npos) << run.output;
 }
