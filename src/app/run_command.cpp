@@ -25,11 +25,15 @@
 
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <utility>
 
@@ -74,13 +78,19 @@ void add_run_command(CLI::App& app, RunArgs& a) {
 
 namespace {
 
-void make_dir(const std::string& dir) {
-  struct stat st {};
-  if (stat(dir.c_str(), &st) == 0) {
-    LB_CHECK(S_ISDIR(st.st_mode), "--out {}: exists and is not a folder", dir);
-    return;
+// --out, with any missing parents, made and checked for writing before the
+// model loads: a typo in the folder must not cost a model load and a run.
+void make_output_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (fs::exists(status)) {
+    LB_CHECK(fs::is_directory(status), "--out {}: exists and is not a folder", dir);
+  } else {
+    fs::create_directories(dir, ec);
+    LB_CHECK(!ec, "--out {}: cannot create the folder: {}", dir, ec.message());
   }
-  LB_CHECK(mkdir(dir.c_str(), 0755) == 0, "--out {}: cannot create the folder", dir);
+  LB_CHECK(access(dir.c_str(), W_OK | X_OK) == 0, "--out {}: cannot write there: {}", dir, std::strerror(errno));
 }
 
 // --emit jsonl: a frame's camera as one line of JSON, for a process reading
@@ -146,6 +156,7 @@ int run_run(const RunArgs& a) {
              "every frame)",
              expected, options.keyframe_interval, expected);
   }
+  make_output_dir(a.out);
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   StreamingModel model(*backend, weights, config, options);
@@ -156,7 +167,6 @@ int run_run(const RunArgs& a) {
            options.num_scale_frames, options.keyframe_interval,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
-  make_dir(a.out);
   const std::string tmp = a.out + "/.lingbot-";
   Outputs out;
   out.pose_enc = std::make_unique<io::ArraySpool>("pose_enc", DType::F32, Shape{9}, tmp + "pose_enc");

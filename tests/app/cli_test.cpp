@@ -13,6 +13,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -235,4 +236,24 @@ TEST(Cli, ExtraTensorsAreNamed) {
                          out_dir("extra_tensor_run"));
   EXPECT_EQ(run.status, 0) << run.output;
   EXPECT_NE(run.output.find("point_head.extra.weight"), std::string::npos) << run.output;
+}
+
+// --out is made with its parents, or refused with the reason, before the
+// model loads (the log's "model loaded" line never appears).
+TEST(Cli, OutIsCheckedBeforeTheModelLoads) {
+  const std::string run = "run --model " + small("weights.pt") + " --config " + small("config.json") +
+                          " --images " + test::fixture_path("courthouse") + " --image-size 126 --first-k 4 --no-dense";
+  const std::string nested = out_dir("nested") + "/a/b";
+  std::filesystem::remove_all(out_dir("nested"));
+  const Result made = cli(run + " --out " + nested);
+  EXPECT_EQ(made.status, 0) << made.output;
+  EXPECT_TRUE(std::filesystem::exists(nested + "/trajectory.txt")) << made.output;
+
+  const std::string file = out_dir("a_file");
+  std::ofstream(file) << "x";
+  const Result onto_file = cli(run + " --out " + file + "/sub");
+  EXPECT_EQ(onto_file.status, 1) << onto_file.output;
+  EXPECT_NE(onto_file.output.find("--out " + file + "/sub: cannot create the folder: "), std::string::npos)
+      << onto_file.output;
+  EXPECT_EQ(onto_file.output.find("model loaded"), std::string::npos) << onto_file.output;
 }
