@@ -14,7 +14,7 @@
 //   INSTANTIATE_TEST_SUITE_P(BackendOps, OpTable,
 //                            Combine(ValuesIn(op_cases()), ValuesIn(backends)), op_param_name);
 // tests/backend/backend_ops_test.cpp does it for the CPU backend,
-// tests/cuda/backend_ops_cuda_test.cpp for the CUDA backend.
+// tests/backend/cuda/backend_ops_cuda_test.cpp for the CUDA backend.
 //
 // Precision. A case says which dtype its activations take (Storage):
 // Compute is the backend's compute_dtype() (float32 on the CPU, bfloat16 on

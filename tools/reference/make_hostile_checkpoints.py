@@ -960,7 +960,7 @@ class LazyStorage(Storage):
 
 
 def make_zip64_pickle(out):
-    """data.pkl for tests/io/checkpoint_zip64_test.cpp, which writes a sparse
+    """data.pkl for tests/checkpoint/checkpoint_zip64_test.cpp, which writes a sparse
     archive around it with storage '1' (4 GiB + 64 MiB) ending past 4 GiB."""
     small = LazyStorage("float32", 1024)
     huge = LazyStorage("float32", ZIP64_HUGE_NUMEL)
