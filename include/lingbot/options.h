@@ -44,13 +44,25 @@
       "How many pushes a frame's results trail its own: 2 runs a frame's camera and depth heads beside the "    \
       "next frame's encoder and aggregator and reads its results back while the frame after runs; 1 only "     \
       "overlaps the read-back; 0 waits for each frame. The results are the same for all three")               \
+  CHOICE(Stream, mode, "streaming", "streaming|windowed",                                                      \
+         "As upstream demo.py's --mode: streaming (one KV cache over the whole video) or windowed (windows of " \
+         "window_size keyframes, each with a fresh cache, aligned into the first window's frame)")             \
+  INT(Stream, window_size, 64, 2, INT_MAX,                                                                      \
+      "Windowed mode: keyframes per window, the scale frames included")                                        \
+  INT(Stream, overlap_size, 16, 1, INT_MAX, "Windowed mode: frames shared by consecutive windows")              \
+  INT(Stream, overlap_keyframes, 0, 0, INT_MAX,                                                                 \
+      "Windowed mode: if set, the overlap is max(num_scale_frames, overlap_keyframes x keyframe_interval) "    \
+      "frames instead of overlap_size (0: unset)")                                                             \
+  CHOICE(Stream, window_align, "upstream", "upstream|sim3",                                                     \
+         "Windowed mode: how a window is brought into the previous one's frame: upstream (its Sim(3), "         \
+         "exactly) or sim3 (a least-squares similarity of the overlap's camera centres)")                      \
   BOOL(Stream, dense, true, "Keep depth, confidence and world points of every frame",                          \
        "Cameras only: skip the depth head and keep no per-pixel outputs (for long runs)")                      \
   INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \
       "Frame width after preprocessing (crop) or its longest side (pad), in pixels")                            \
-  CHOICE(Preprocess, mode, "crop", "crop|pad",                                                                  \
-         "Preprocessing, as upstream's load_and_preprocess_images: crop (resize to the width, keep the middle " \
-         "rows) or pad (resize the longest side, pad with white to a square)")                                  \
+  CHOICE(Preprocess, preprocess, "crop", "crop|pad",                                                            \
+         "Preprocessing, as upstream's load_and_preprocess_images mode: crop (resize to the width, keep the "   \
+         "middle rows) or pad (resize the longest side, pad with white to a square)")                           \
   BOOL(Cuda, cuda_graphs, true, "Replay streaming steps as CUDA graphs", "Run every step eagerly (no CUDA graphs)") \
   BOOL(Cuda, cuda_sync, false,                                                                                  \
        "Wait for the GPU after every op and name the op whose kernel failed (debugging; slow)",               \

@@ -184,6 +184,7 @@ void check_options(const Options& o) {
 
 StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   check_options(o);
+  LB_CHECK(o.mode == "streaming", "mode {}: not implemented yet (streaming is)", o.mode);
   StreamOptions s = StreamOptions::from_config(config);
   if (o.num_scale_frames) {
     s.num_scale_frames = *o.num_scale_frames;
@@ -202,7 +203,7 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
 io::PreprocessOptions preprocess_options(const Options& o, const ModelConfig& config) {
   check_options(o);
   io::PreprocessOptions p;
-  p.mode = o.mode == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
+  p.mode = o.preprocess == "pad" ? io::PreprocessOptions::Mode::Pad : io::PreprocessOptions::Mode::Crop;
   p.image_size = o.image_size;
   p.patch_size = config.patch_size;
   return p;

@@ -70,7 +70,7 @@ TEST(CliOptions, EveryOptionHasItsFlagAndItsDefaultInTheHelp) {
 TEST(CliOptions, FlagsSetTheirOptions) {
   Cli cli;
   cli.parse({"run", "--images", "frames", "--pipeline-depth", "0", "--kv-window", "5", "--no-dense", "--cuda-sync",
-             "--attention-kernel", "mma", "--kv-cache", "dense", "--image-size", "126", "--mode", "pad",
+             "--attention-kernel", "mma", "--kv-cache", "dense", "--image-size", "126", "--preprocess", "pad",
              "--device", "cpu", "--threads", "3", "--num-scale-frames", "2", "--camera-iterations", "1",
              "--keyframe-interval", "4", "--no-cuda-graphs", "--lane-priority", "main"});
   const Options& o = cli.run.engine.options;
@@ -81,7 +81,7 @@ TEST(CliOptions, FlagsSetTheirOptions) {
   EXPECT_EQ(o.attention_kernel, "mma");
   EXPECT_EQ(o.kv_cache, "dense");
   EXPECT_EQ(o.image_size, 126);
-  EXPECT_EQ(o.mode, "pad");
+  EXPECT_EQ(o.preprocess, "pad");
   EXPECT_EQ(o.device, "cpu");
   EXPECT_EQ(o.threads, 3);
   EXPECT_EQ(o.num_scale_frames, 2);
