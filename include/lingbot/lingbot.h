@@ -11,7 +11,9 @@
 //   for (const lingbot::FrameOutput& r : stream.finish()) use(r);  // the rest
 //
 // A stream is one video, streamed as upstream GCTStream.inference_streaming
-// does: the first num_scale_frames frames are held until the last of them
+// does (Options::mode streaming; windowed runs upstream's inference_windowed,
+// window by window, and its results trail further: a window's frames come
+// once the window is aligned, see src/model/windowed_stream.h): the first num_scale_frames frames are held until the last of them
 // arrives and then run together (they attend to each other); every later
 // frame runs alone against the KV cache. So a push() returns the results
 // that became ready, in frame order: none while the scale phase fills, then
@@ -77,6 +79,7 @@ std::string profiling_report();  // one line per stage, slowest first
 struct FrameOutput {
   int64_t index = 0;     // position in the stream, from 0
   bool keyframe = true;  // stored in the KV cache (see keyframe_interval)
+  int frame_type = 0;    // upstream's: 0 a scale frame, 1 a keyframe, 2 a non-keyframe (of its window, windowed)
   // Upstream's pose encoding: translation tx, ty, tz and quaternion qx, qy,
   // qz, qw of the world-to-camera pose, then the vertical and horizontal
   // fields of view in radians.

@@ -1,4 +1,4 @@
-// The public API (include/lingbot/lingbot.h) over StreamingModel.
+// The public API (include/lingbot/lingbot.h) over StreamingModel and WindowedStream.
 #include <lingbot/lingbot.h>
 
 #include "api/option_table.h"
@@ -9,6 +9,7 @@
 #include "image/preprocess.h"
 #include "model/checkpoint_check.h"
 #include "model/streaming_model.h"
+#include "model/windowed_stream.h"
 
 #include <algorithm>
 #include <limits>
@@ -47,6 +48,7 @@ FrameOutput to_output(const lingbot::FrameResult& r) {
   FrameOutput out;
   out.index = r.index;
   out.keyframe = r.keyframe;
+  out.frame_type = static_cast<int>(r.role);
   out.pose_enc = r.pose_enc;
   out.camera_to_world = r.camera.camera_to_world;
   out.intrinsic = r.camera.intrinsic;
@@ -121,12 +123,18 @@ int Model::patch_size() const { return impl_->config.patch_size; }
 
 struct Stream::Impl {
   std::shared_ptr<const Model::Impl> model;  // keeps the backend and the weights alive
-  StreamingModel streaming;
+  std::unique_ptr<FrameStream> streaming;  // a StreamingModel, or a WindowedStream (Options::mode)
+  int64_t frames_pushed = 0;
 
   explicit Impl(std::shared_ptr<const Model::Impl> m)
-      : model(std::move(m)), streaming(*model->backend, model->weights, model->config, model->stream) {}
+      : model(std::move(m)),
+        streaming(make_frame_stream(*model->backend, model->weights, model->config, model->stream)) {}
 
-  std::vector<FrameOutput> push(const Tensor& frame) { return to_outputs(streaming.push(frame)); }
+  std::vector<FrameOutput> push(const Tensor& frame) {
+    std::vector<FrameOutput> out = to_outputs(streaming->push(frame));
+    ++frames_pushed;
+    return out;
+  }
 };
 
 Stream Model::open_stream() const {
@@ -170,13 +178,16 @@ std::vector<FrameOutput> Stream::push_preprocessed(std::span<const float> chw, i
 }
 
 std::vector<FrameOutput> Stream::finish() {
-  return guarded([&] { return to_outputs(impl_->streaming.finish()); });
+  return guarded([&] { return to_outputs(impl_->streaming->finish()); });
 }
 
 void Stream::reset() {
-  guarded([&] { impl_->streaming.reset(); });
+  guarded([&] {
+    impl_->streaming->reset();
+    impl_->frames_pushed = 0;
+  });
 }
 
-int64_t Stream::frames_pushed() const { return impl_->streaming.frames_pushed(); }
+int64_t Stream::frames_pushed() const { return impl_->frames_pushed; }
 
 }  // namespace lingbot

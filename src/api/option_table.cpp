@@ -184,7 +184,6 @@ void check_options(const Options& o) {
 
 StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   check_options(o);
-  LB_CHECK(o.mode == "streaming", "mode {}: not implemented yet (streaming is)", o.mode);
   StreamOptions s = StreamOptions::from_config(config);
   if (o.num_scale_frames) {
     s.num_scale_frames = *o.num_scale_frames;
@@ -197,6 +196,16 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   s.pipeline_depth = o.pipeline_depth;
   s.keep_dense_outputs = o.dense;
   s.use_graphs = o.cuda_graphs;
+  s.windowed = o.mode == "windowed";
+  s.window.window_size = o.window_size;
+  s.window.overlap_size = o.overlap_size;
+  s.window.overlap_keyframes = o.overlap_keyframes;
+  s.window_align = o.window_align == "sim3" ? WindowAlign::Sim3 : WindowAlign::Upstream;
+  if (s.windowed) {  // checked here, before any heavy work
+    (void)WindowPlan::from(s.window, s.num_scale_frames, s.keyframe_interval);
+    LB_CHECK(s.keep_dense_outputs, "mode windowed scales each window by its depth maps: it cannot run with dense off "
+                                   "(--no-dense)");
+  }
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include "output/point_cloud_writer.h"
 #include "image/preprocess.h"
 #include "output/trajectory_writer.h"
+#include "model/windowed_stream.h"
 #include "video/frame_source.h"
 
 #include <nlohmann/json.hpp>
@@ -113,7 +114,28 @@ std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
 // Per-frame outputs gathered into predictions.npz at the end.
 struct Outputs {
   std::unique_ptr<io::ArraySpool> pose_enc, extrinsic, intrinsic, depth, depth_conf, points, images;
+  std::unique_ptr<io::ArraySpool> frame_type;  // windowed mode only, as upstream
 };
+
+// Windowed mode's per-window alignment, as upstream's chunk_scales [W] and
+// chunk_transforms [W, 4, 4] ([s R | t] without s: R and t, bottom row 0 0 0 1).
+void add_window_alignments(io::NpzWriter& npz, const std::vector<Similarity>& windows) {
+  const int64_t n = static_cast<int64_t>(windows.size());
+  Tensor scales = Tensor::empty({n}), transforms = Tensor::empty({n, 4, 4});
+  for (int64_t w = 0; w < n; ++w) {
+    const Similarity& s = windows[static_cast<size_t>(w)];
+    scales.f32()[w] = static_cast<float>(s.scale);
+    float* T = transforms.f32() + w * 16;
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) T[i * 4 + j] = static_cast<float>(s.rotation[i][j]);
+      T[i * 4 + 3] = static_cast<float>(s.translation[i]);
+    }
+    T[12] = T[13] = T[14] = 0.0f;
+    T[15] = 1.0f;
+  }
+  npz.add("chunk_scales", scales);
+  npz.add("chunk_transforms", transforms);
+}
 
 // Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
 // a streaming run of N > 320 frames was given no --keyframe-interval.
@@ -159,12 +181,17 @@ int run_run(const RunArgs& a) {
   make_output_dir(a.out);
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
-  StreamingModel model(*backend, weights, config, options);
-  log_info("{} frames of {}x{} from {} | {} | {} KV cache, window {}, scale frames {}, keyframe interval {} | "
+  std::unique_ptr<FrameStream> model = make_frame_stream(*backend, weights, config, options);
+  auto* windowed = dynamic_cast<WindowedStream*>(model.get());
+  log_info("{} frames of {}x{} from {} | {} | {} KV cache, window {}, scale frames {}, keyframe interval {}{} | "
            "model loaded in {:.1f} s",
            expected >= 0 ? std::to_string(expected) : std::string("(count unknown)"), W, H, source->description(),
            backend->name(), kv::layout_name(options.cache_layout), options.cache.sliding_window,
            options.num_scale_frames, options.keyframe_interval,
+           windowed ? fmt::format(" | windowed: {} frames per window, overlap {}, {} alignment",
+                                  windowed->plan().window_frames, windowed->plan().overlap,
+                                  options.window_align == WindowAlign::Sim3 ? "sim3" : "upstream")
+                    : std::string(),
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
   const std::string tmp = a.out + "/.lingbot-";
@@ -172,6 +199,7 @@ int run_run(const RunArgs& a) {
   out.pose_enc = std::make_unique<io::ArraySpool>("pose_enc", DType::F32, Shape{9}, tmp + "pose_enc");
   out.extrinsic = std::make_unique<io::ArraySpool>("extrinsic", DType::F32, Shape{3, 4}, tmp + "extrinsic");
   out.intrinsic = std::make_unique<io::ArraySpool>("intrinsic", DType::F32, Shape{3, 3}, tmp + "intrinsic");
+  if (windowed) out.frame_type = std::make_unique<io::ArraySpool>("frame_type", DType::U8, Shape{}, tmp + "frame_type");
   std::unique_ptr<io::PlyWriter> ply;
   if (options.keep_dense_outputs) {
     out.depth = std::make_unique<io::ArraySpool>("depth", DType::F32, Shape{H, W, 1}, tmp + "depth");
@@ -199,6 +227,11 @@ int run_run(const RunArgs& a) {
       }
       out.extrinsic->append(ext);
       out.intrinsic->append(intr);
+      if (out.frame_type) {
+        Tensor type = Tensor::empty({}, DType::U8);
+        type.data_as<uint8_t>()[0] = static_cast<uint8_t>(r.role);
+        out.frame_type->append(type);
+      }
       trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
       if (a.emit == "jsonl") {
         std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
@@ -233,26 +266,27 @@ int run_run(const RunArgs& a) {
   int S = 0;
   for (video::Frame frame; source->next(frame); ++S) {
     held.push_back(std::move(frame));
-    consume(model.push(held.back().image));
+    consume(model->push(held.back().image));
     progress.update(S + 1);
-    if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model.cache_stats()));
+    if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model->cache_stats()));
   }
   LB_CHECK(S > 0, "{}: no frames to reconstruct", source->description());
   source.reset();  // the decoder thread ends here
-  consume(model.finish());
+  consume(model->finish());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.done();
 
   io::NpzWriter npz(a.out + "/predictions.npz");
   for (auto* spool : {&out.pose_enc, &out.depth, &out.depth_conf, &out.points, &out.extrinsic, &out.intrinsic,
-                      &out.images})
+                      &out.images, &out.frame_type})
     if (*spool) (*spool)->copy_into(npz);
+  if (windowed) add_window_alignments(npz, windowed->alignments());
   npz.close();
   trajectory.close();
   if (ply) ply->finish();
   log_info("{} frames in {:.2f} s ({:.2f} frames/s), peak RSS {:.0f} MB | {} | wrote {}/predictions.npz, "
            "trajectory.txt{}",
-           S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out,
+           S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model->cache_stats()), a.out,
            ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (!a.export_formats.empty()) return run_export(export_after_run(a));

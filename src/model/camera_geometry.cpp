@@ -1,5 +1,6 @@
 #include "model/camera_geometry.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace lingbot {
@@ -12,6 +13,30 @@ Mat3 quaternion_to_rotation(const double q[4]) {
   m[1] = {two_s * (i * j + k * r), 1 - two_s * (i * i + k * k), two_s * (j * k - i * r)};
   m[2] = {two_s * (i * k - j * r), two_s * (j * k + i * r), 1 - two_s * (i * i + j * j)};
   return m;
+}
+
+std::array<double, 4> quaternion_from_rotation(const Mat3& m) {
+  const double m00 = m[0][0], m01 = m[0][1], m02 = m[0][2], m10 = m[1][0], m11 = m[1][1], m12 = m[1][2],
+               m20 = m[2][0], m21 = m[2][1], m22 = m[2][2];
+  // |r|, |i|, |j|, |k| times 2, each from the diagonal.
+  const std::array<double, 4> q_abs = {
+      std::sqrt(std::max(0.0, 1.0 + m00 + m11 + m22)), std::sqrt(std::max(0.0, 1.0 + m00 - m11 - m22)),
+      std::sqrt(std::max(0.0, 1.0 - m00 + m11 - m22)), std::sqrt(std::max(0.0, 1.0 - m00 - m11 + m22))};
+  // Candidate c is the quaternion (r, i, j, k) times 2 q_abs[c]; the one
+  // with the largest q_abs divides best (argmax takes the first of equals).
+  const std::array<std::array<double, 4>, 4> by_rijk = {{
+      {q_abs[0] * q_abs[0], m21 - m12, m02 - m20, m10 - m01},
+      {m21 - m12, q_abs[1] * q_abs[1], m10 + m01, m02 + m20},
+      {m02 - m20, m10 + m01, q_abs[2] * q_abs[2], m12 + m21},
+      {m10 - m01, m20 + m02, m21 + m12, q_abs[3] * q_abs[3]},
+  }};
+  const size_t c = static_cast<size_t>(std::max_element(q_abs.begin(), q_abs.end()) - q_abs.begin());
+  const double denom = 2.0 * std::max(q_abs[c], 0.1);
+  std::array<double, 4> xyzw = {by_rijk[c][1] / denom, by_rijk[c][2] / denom, by_rijk[c][3] / denom,
+                                by_rijk[c][0] / denom};
+  if (xyzw[3] < 0)
+    for (double& v : xyzw) v = -v;
+  return xyzw;
 }
 
 Camera decode_pose(const float pe[9], int height, int width) {

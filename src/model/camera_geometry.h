@@ -23,6 +23,9 @@ struct Camera {
 };
 
 Mat3 quaternion_to_rotation(const double q_xyzw[4]);
+// The inverse, as upstream's mat_to_quat (utils/rotation.py): of the four
+// candidate quaternions the best-conditioned one, with w >= 0; x, y, z, w.
+std::array<double, 4> quaternion_from_rotation(const Mat3& m);
 Camera decode_pose(const float pose_enc[9], int height, int width);
 
 // Pixel (x, y) with depth d -> world point, as upstream: K^-1 [x, y, 1] d,

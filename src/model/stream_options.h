@@ -8,6 +8,8 @@
 
 #include "kv/kv_cache.h"
 #include "model/model_config.h"
+#include "model/window_alignment.h"
+#include "model/window_plan.h"
 
 #include <lingbot/options.h>
 
@@ -35,6 +37,13 @@ struct StreamOptions {
   //      on their own; results come two pushes later.
   // The results are the same for every depth.
   int pipeline_depth = option_defaults::pipeline_depth;
+
+  // Windowed mode (upstream inference_windowed): windows of the video, each
+  // a fresh stream with its own scale phase, aligned into the first one's
+  // frame (model/windowed_stream.h). Off: one stream over the whole video.
+  bool windowed = false;
+  WindowSettings window;
+  WindowAlign window_align = WindowAlign::Upstream;
 
   // The settings a config file implies (the rest at their defaults).
   static StreamOptions from_config(const ModelConfig& config);

@@ -293,6 +293,9 @@ std::vector<FrameResult> StreamingModel::complete(const LandedStep& step) {
     FrameResult& r = results[static_cast<size_t>(i)];
     r.index = info.first_index + i;
     r.keyframe = info.store;
+    r.role = r.index < scale_frames_used_ ? FrameRole::Scale
+             : info.store                 ? FrameRole::Keyframe
+                                          : FrameRole::NonKeyframe;
     r.height = H;
     r.width = W;
     const float* last = poses + ((iters - 1) * S + i) * 9;

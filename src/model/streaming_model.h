@@ -38,9 +38,13 @@ class DepthHead;
 class DeviceWeights;
 class Workspace;
 
+// A frame's part in its stream, with upstream windowed mode's frame_type codes.
+enum class FrameRole : uint8_t { Scale = 0, Keyframe = 1, NonKeyframe = 2 };
+
 struct FrameResult {
   int64_t index = 0;     // position in the stream, from 0
   bool keyframe = true;  // stored in the KV caches
+  FrameRole role = FrameRole::Scale;
   std::array<float, 9> pose_enc{};
   std::vector<std::array<float, 9>> pose_enc_iterations;  // if keep_pose_iterations
   Camera camera;
@@ -51,7 +55,20 @@ struct FrameResult {
   Tensor world_points;  // [H, W, 3]
 };
 
-class StreamingModel {
+// Frames in, results out: the interface of both ways to run a video,
+// StreamingModel (one KV cache over the whole stream) and WindowedStream
+// (model/windowed_stream.h). Results come back in frame order, each exactly
+// once, as described above for StreamingModel.
+class FrameStream {
+ public:
+  virtual ~FrameStream() = default;
+  virtual std::vector<FrameResult> push(const Tensor& frame) = 0;
+  virtual std::vector<FrameResult> finish() = 0;
+  virtual void reset() = 0;
+  virtual kv::CacheStats cache_stats() const = 0;
+};
+
+class StreamingModel : public FrameStream {
  public:
   StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
                  const StreamOptions& options);
@@ -61,14 +78,14 @@ class StreamingModel {
 
   // frame: [3, H, W] float32 host tensor in [0, 1]; H and W multiples of the
   // patch size and the same for every frame of a stream.
-  std::vector<FrameResult> push(const Tensor& frame);
-  std::vector<FrameResult> finish();
-  void reset();
+  std::vector<FrameResult> push(const Tensor& frame) override;
+  std::vector<FrameResult> finish() override;
+  void reset() override;
 
   const ModelConfig& config() const { return config_; }
   const StreamOptions& options() const { return options_; }
   int64_t frames_pushed() const { return frames_pushed_; }  // since construction or reset()
-  kv::CacheStats cache_stats() const;
+  kv::CacheStats cache_stats() const override;
   size_t weight_bytes() const;
   size_t workspace_bytes() const;
 
