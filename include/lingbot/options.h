@@ -54,8 +54,9 @@
       "Windowed mode: if set, the overlap is max(num_scale_frames, overlap_keyframes x keyframe_interval) "    \
       "frames instead of overlap_size (0: unset)")                                                             \
   CHOICE(Stream, window_align, "upstream", "upstream|sim3",                                                     \
-         "Windowed mode: how a window is brought into the previous one's frame: upstream (its Sim(3), "         \
-         "exactly) or sim3 (a least-squares similarity of the overlap's camera centres)")                      \
+         "Windowed mode: how a window is brought into the previous one's frame: upstream (upstream's Sim(3), " \
+         "exactly) or sim3 (the similarity of the overlap's cameras read as the world-to-camera poses they "   \
+         "are; docs/video.md)")                                                                                \
   BOOL(Stream, dense, true, "Keep depth, confidence and world points of every frame",                          \
        "Cameras only: skip the depth head and keep no per-pixel outputs (for long runs)")                      \
   INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \

@@ -34,6 +34,10 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--images", a.images, "Use these frames (preprocessed to --width) instead of random ones");
   cmd->add_option("--json", a.json, "Also write the figures to this JSON file");
   cmd->add_flag("--profile", a.profile, "Time each stage (serialises the device; slower overall)");
+  cmd->add_option("--intervals", a.intervals,
+                  "Also report every N streamed frames: their median frame time, device memory in use, RSS and "
+                  "the KV cache (how a long stream grows)")
+      ->check(at_least(1));
   add_engine_options(*cmd, a.engine, {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Cuda});
 }
 
@@ -41,6 +45,8 @@ int run_bench(const BenchArgs& a) {
   const ModelConfig config = load_config(a.engine);
   auto backend = make_backend(a.engine.options);
   StreamOptions options = stream_options(a.engine.options, config);
+  LB_CHECK(!options.windowed,
+           "bench times streaming mode; for --mode windowed, time `lingbot-map run --mode windowed` (it logs frames/s)");
   // Stage timing synchronises inside the step, which a graph capture forbids.
   if (a.profile) options.use_graphs = false;
   LB_CHECK(a.height % config.patch_size == 0 && a.width % config.patch_size == 0,
@@ -94,10 +100,20 @@ int run_bench(const BenchArgs& a) {
   // The scale phase has min(num_scale_frames, frames) frames; a stream
   // shorter than num_scale_frames runs it in finish().
   const int scale = std::min(options.num_scale_frames, a.frames);
+  // --intervals: memory and cache at the end of each block of streamed frames.
+  struct Snapshot {
+    int last_frame;
+    double device_gb, rss_mb;
+    std::string cache;
+  };
+  std::vector<Snapshot> snapshots;
   for (int i = 0; i < a.frames; ++i) {
     const Tensor& f = frames[static_cast<size_t>(i) % frames.size()];
     if (i + 1 == scale && scale == options.num_scale_frames) phase1_start = Clock::now();
     note(model.push(f));
+    if (a.intervals > 0 && i >= scale && (i - scale + 1) % a.intervals == 0)
+      snapshots.push_back({i, backend->device_memory_in_use() / 1e9, current_rss_bytes() / 1e6,
+                           kv::format_stats(model.cache_stats())});
   }
   if (scale < options.num_scale_frames) phase1_start = Clock::now();
   // With pipeline depth 1 or 2 the last frames' results arrive together when
@@ -152,6 +168,20 @@ int run_bench(const BenchArgs& a) {
     missing.push_back(fmt::format("frames {}-{} one by one (their results arrived together at the end of the "
                                   "stream, pipeline depth {})",
                                   drained_from, a.frames - 1, options.pipeline_depth));
+  for (const Snapshot& snap : snapshots) {
+    const int first = snap.last_frame - a.intervals + 1;
+    std::vector<double> block;
+    for (int i = first; i <= snap.last_frame; ++i)
+      if (const auto ms = at(i)) block.push_back(*ms);
+    std::string timing = "not timed one by one (drained at the end)";
+    if (!block.empty()) {
+      std::sort(block.begin(), block.end());
+      const double ms = block[block.size() / 2];
+      timing = fmt::format("median {:.2f} ms ({:.2f} FPS)", ms, 1000.0 / ms);
+    }
+    std::printf("frames %d-%d: %s | device memory in use %.2f GB, RSS %.0f MB | %s\n", first, snap.last_frame,
+                timing.c_str(), snap.device_gb, snap.rss_mb, snap.cache.c_str());
+  }
   if (!missing.empty()) std::printf("not measured: %s\n", fmt::format("{}", fmt::join(missing, "; ")).c_str());
   std::printf("peak RSS %.0f MB, weights %.0f MB, workspace %.0f MB, device memory in use %.2f GB | %s\n",
               peak_rss_bytes() / 1e6, model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6,

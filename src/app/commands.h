@@ -58,6 +58,7 @@ struct BenchArgs {
   std::string images;  // optional real frames instead of random ones
   std::string json;    // optional: write the figures here
   bool profile = false;
+  int intervals = 0;   // > 0: a line per this many streamed frames (long runs: what grows)
 };
 void add_bench_command(CLI::App& app, BenchArgs& args);
 int run_bench(const BenchArgs& args);

@@ -159,6 +159,24 @@ TEST(Cli, BenchPrintsOnlyWhatItMeasured) {
   EXPECT_NE(longer.output.find("over frames 7-11"), std::string::npos) << longer.output;  // second half of 3..11
 }
 
+// bench --intervals: a line per block of streamed frames with its median
+// frame time, memory and the cache it left; the retained special tokens
+// grow by 6 for every frame that leaves the 3 scale + 4 window frames.
+TEST(Cli, BenchIntervalsReportEachBlock) {
+  const Result r = cli("bench --config " + small("config.json") +
+                       " --height 70 --width 126 --threads 1 --frames 23 --pipeline-depth 0 --intervals 10");
+  ASSERT_EQ(r.status, 0) << r.output;
+  // Streamed frames 3..22: blocks 3-12 and 13-22; frames seen 13 and 23, of
+  // which 3 scale + 4 window frames stay listed: 6 and 16 evicted.
+  for (const char* line : {"frames 3-12: median ", "frames 13-22: median "})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  EXPECT_NE(r.output.find("frames seen 13 stored 13 listed 7 (scale 3 + window 4) evicted 6 | retained specials 36"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("evicted 16 | retained specials 96"), std::string::npos) << r.output;
+  EXPECT_EQ(cli("bench --mode windowed").status, 1);
+}
+
 // A mistyped flag value or an unknown flag is a user error: exit status 1
 // (CLI11's own codes are 100-115), with one line naming the flag; --help is 0.
 TEST(Cli, BadFlagsExitWithStatusOne) {
