@@ -144,6 +144,21 @@ int automatic_keyframe_interval(int64_t frames) {
   return frames > kFramesAtFullRate ? static_cast<int>((frames + kFramesAtFullRate - 1) / kFramesAtFullRate) : 1;
 }
 
+// In streaming mode every frame that leaves the KV window keeps its special
+// tokens (upstream's semantics), so attention reads more keys with every
+// frame; once those are a quarter of what it reads, say so, with what to do.
+void warn_when_specials_pile_up(const FrameStream& model, int frame, bool& warned) {
+  if (warned || frame % 64 != 0) return;
+  const kv::CacheStats stats = model.cache_stats();
+  if (stats.visible_tokens <= 0 || stats.special_tokens_retained * 4 < stats.visible_tokens) return;
+  warned = true;
+  log_info("frame {}: {} special tokens of {} evicted frames are kept (upstream's semantics), {:.0f}% of the {} "
+           "keys attention reads; memory and time per frame keep growing with the video. For long videos use "
+           "--keyframe-interval N, --mode windowed or kv_cache_camera_only (README: long videos)",
+           frame, stats.special_tokens_retained, stats.frames_evicted,
+           100.0 * stats.special_tokens_retained / stats.visible_tokens, stats.visible_tokens);
+}
+
 }  // namespace
 
 int run_run(const RunArgs& a) {
@@ -264,10 +279,12 @@ int run_run(const RunArgs& a) {
   Progress progress(static_cast<int>(std::max<int64_t>(expected, 0)), "frames");
   const auto t0 = std::chrono::steady_clock::now();
   int S = 0;
+  bool long_stream_warned = false;
   for (video::Frame frame; source->next(frame); ++S) {
     held.push_back(std::move(frame));
     consume(model->push(held.back().image));
     progress.update(S + 1);
+    warn_when_specials_pile_up(*model, S, long_stream_warned);
     if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model->cache_stats()));
   }
   LB_CHECK(S > 0, "{}: no frames to reconstruct", source->description());

@@ -61,4 +61,19 @@ TEST(WindowedCli, BadWindowSettingsAreOneLineUserErrors) {
   EXPECT_EQ(mode.status, 1) << mode.output;
 }
 
+// In streaming mode the specials of evicted frames pile up (upstream's
+// semantics); a long run says so once, with what to do. 70 frames of the
+// small model: 51 tokens a frame, 7 listed, 6 specials kept per evicted
+// frame, so by frame 64 they are well past a quarter of the keys.
+TEST(LongStreams, RunSaysWhenRetainedSpecialsPileUp) {
+  const std::string raw = "head -c " + std::to_string(70 * 126 * 70 * 3) + " /dev/urandom | ";
+  const test::CommandResult r = test::run_shell(raw + cli() + " run " + small_model() +
+                                                " --video - --input-format rgb24 --input-size 126x70 --image-size 126 "
+                                                "--no-dense --keyframe-interval 1 --out " + temp("long"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("frame 64: 348 special tokens of 58 evicted frames are kept"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--mode windowed"), std::string::npos) << r.output;
+}
+
 }  // namespace
