@@ -150,3 +150,29 @@ def test_ctrl_c_interrupts_a_long_reconstruct(weights, config):
             model.reconstruct(images=frames)
     finally:
         timer.cancel()
+
+
+def test_reconstruct_gives_the_clis_predictions_npz(cli, weights, config, folder, tmp_path):
+    # The same folder (and, with FFmpeg, the same video) through `lingbot-map run` and reconstruct().
+    if cli is None:
+        pytest.skip("LINGBOT_CLI not set (ctest sets it)")
+    import shutil
+    import subprocess
+
+    model = lingbot_map.load(weights, config, device="cpu", image_size=126)
+    inputs = [("images", str(folder))]
+    if shutil.which("ffmpeg"):
+        video = tmp_path / "clip.mp4"
+        subprocess.run(["ffmpeg", "-loglevel", "error", "-framerate", "10", "-i", str(folder / "frame_%03d.png"),
+                        "-c:v", "libx264", "-pix_fmt", "yuv444p", "-qp", "0", str(video)], check=True)
+        inputs.append(("video", str(video)))
+    for kind, source in inputs:
+        out = tmp_path / f"run_{kind}"
+        subprocess.run([cli, "run", "--model", weights, "--config", config, "--device", "cpu", "--image-size", "126",
+                        f"--{kind}", source, "--out", str(out)], check=True, capture_output=True)
+        npz = np.load(out / "predictions.npz")
+        result = model.reconstruct(**{kind: source})
+        assert sorted(result) == sorted(npz.files), kind
+        for key in npz.files:
+            assert result[key].shape == npz[key].shape and result[key].dtype == npz[key].dtype, (kind, key)
+            np.testing.assert_array_equal(result[key], npz[key], err_msg=f"{kind}: {key}")
