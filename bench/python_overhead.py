@@ -8,7 +8,10 @@ Runs, alternately and --repeat times each:
                 model, stacking the arrays; no model load)
   push:         Stream.push of the same frames already preprocessed
                 (3xHxW float32), one Python call a frame, then finish()
-and prints the median milliseconds per frame of each and the differences.
+and prints the median milliseconds per frame of each and the differences,
+in wall time and in CPU time (all threads; the CLI's includes its model
+load and writing its files, so it is an upper bound there). On a machine
+shared with other work the CPU times are the steadier figures.
 
   PYTHONPATH=build/python python3 bench/python_overhead.py --cli build/bin/lingbot-map \
       --model M.pt [--config C.json] --images DIR [--device cpu] [--repeat 3] [-- more engine flags]
@@ -17,6 +20,7 @@ keyword arguments (kv_window=16).
 """
 import argparse
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,39 +66,53 @@ def main():
     frames = list(model.reconstruct(images=args.images)["images"])  # preprocessed once, for push; also a warm-up
     S = len(frames)
 
-    def cli_run():
+    def cpu_seconds(who):
+        u = resource.getrusage(who)
+        return u.ru_utime + u.ru_stime
+
+    def cli_run():  # (wall seconds of its frame loop, CPU seconds of the whole process)
+        cpu = cpu_seconds(resource.RUSAGE_CHILDREN)
         with tempfile.TemporaryDirectory() as out:
             cmd = [args.cli, "run", "--model", args.model, "--images", args.images, "--device", args.device,
                    "--out", out, *(["--config", args.config] if args.config else []), *args.engine]
             log = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
         frames_run, seconds = re.search(r"(\d+) frames in ([0-9.]+) s", log).groups()
         assert int(frames_run) == S, log
-        return float(seconds)
+        return float(seconds), cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
+
+    def timed(fn):
+        t, cpu = time.perf_counter(), cpu_seconds(resource.RUSAGE_SELF)
+        fn()
+        return time.perf_counter() - t, cpu_seconds(resource.RUSAGE_SELF) - cpu
 
     def reconstruct_run():
-        t = time.perf_counter()
-        model.reconstruct(images=args.images)
-        return time.perf_counter() - t
+        return timed(lambda: model.reconstruct(images=args.images))
 
-    def push_run():
-        t = time.perf_counter()
+    def push_all():
         with model.stream() as stream:
             for frame in frames:
                 stream.push(frame)
             stream.finish()
-        return time.perf_counter() - t
 
-    runs = {"cli": [], "reconstruct": [], "push": []}
+    def push_run():
+        return timed(push_all)
+
+    wall = {"cli": [], "reconstruct": [], "push": []}
+    cpu = {k: [] for k in wall}
     for r in range(args.repeat):
         for name, fn in (("cli", cli_run), ("reconstruct", reconstruct_run), ("push", push_run)):
-            runs[name].append(fn() * 1000 / S)
-        print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} ms/frame" for k, v in runs.items()), flush=True)
-    med = {k: statistics.median(v) for k, v in runs.items()}
-    print(f"{S} frames of {frames[0].shape[2]}x{frames[0].shape[1]}, median of {args.repeat}: "
-          f"cli {med['cli']:.2f} ms/frame, reconstruct {med['reconstruct']:.2f} ms/frame "
-          f"({med['reconstruct'] - med['cli']:+.2f} ms, {100 * (med['reconstruct'] / med['cli'] - 1):+.1f}%), "
-          f"push {med['push']:.2f} ms/frame ({med['push'] - med['cli']:+.2f} ms, "
-          f"{100 * (med['push'] / med['cli'] - 1):+.1f}%)")
+            w, c = fn()
+            wall[name].append(w * 1000 / S)
+            cpu[name].append(c * 1000 / S)
+        print(f"round {r + 1}: " + ", ".join(f"{k} {wall[k][-1]:.2f} ms/frame (CPU {cpu[k][-1]:.2f})" for k in wall),
+              flush=True)
+    print(f"{S} frames of {frames[0].shape[2]}x{frames[0].shape[1]}, median of {args.repeat}:")
+    for label, runs in (("wall", wall), ("CPU", cpu)):
+        med = {k: statistics.median(v) for k, v in runs.items()}
+        print(f"  {label}: cli {med['cli']:.2f} ms/frame, reconstruct {med['reconstruct']:.2f} "
+              f"({med['reconstruct'] - med['cli']:+.2f} ms, {100 * (med['reconstruct'] / med['cli'] - 1):+.1f}%), "
+              f"push {med['push']:.2f} ({med['push'] - med['cli']:+.2f} ms, "
+              f"{100 * (med['push'] / med['cli'] - 1):+.1f}%)")
 
 
 if __name__ == "__main__":

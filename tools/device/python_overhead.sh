@@ -59,5 +59,5 @@ log "bench/python_overhead.py"
 PYTHONPATH=$B/python timeout 480 "$PY" bench/python_overhead.py --cli "$B/bin/lingbot-map" --model /tmp/official.pt \
   --images /tmp/frames_long --device cuda --repeat "$REPEAT" -- --image-size 504 > "$W/overhead.log" 2>&1
 note "rc=$?"
-tail -"$((REPEAT + 2))" "$W/overhead.log" | cut -c1-300 | tee -a "$S"
+tail -"$((REPEAT + 4))" "$W/overhead.log" | cut -c1-300 | tee -a "$S"
 keep
