@@ -16,6 +16,7 @@ packages=(
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libavdevice-dev ffmpeg
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev python3-numpy
+  pybind11-dev python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel  # the Python module (python/)
   colmap nodejs  # the peers tests/app/export_test.cpp checks exports with (COLMAP, the glTF validator)
 )
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
