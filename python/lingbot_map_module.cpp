@@ -225,6 +225,7 @@ py::dict frame_dict(FrameOutput&& r) {
   py::dict d;
   d["index"] = r.index;
   d["keyframe"] = r.keyframe;
+  d["frame_type"] = r.frame_type;  // 0 scale frame, 1 keyframe, 2 non-keyframe (upstream windowed mode's codes)
   d["pose_enc"] = owning_array(std::vector<float>(r.pose_enc.begin(), r.pose_enc.end()), {9});
   std::vector<float> extrinsic, intrinsic;
   for (int i = 0; i < 3; ++i) {
@@ -422,9 +423,11 @@ class ObjectsFeed : public FrameFeed {
 // reconstruct()'s arrays, one frame appended at a time (predictions.npz's keys).
 struct Stacked {
   bool dense = true;
+  bool windowed = false;  // adds upstream windowed mode's frame_type
   int64_t frames = 0;
   int height = 0, width = 0;
   std::vector<float> pose_enc, extrinsic, intrinsic, depth, depth_conf, world_points, images;
+  std::vector<uint8_t> frame_type;
 
   void reserve(int64_t expected) {
     if (expected <= 0) return;
@@ -444,6 +447,7 @@ struct Stacked {
   void add(const std::vector<FrameOutput>& results) {
     for (const FrameOutput& r : results) {
       pose_enc.insert(pose_enc.end(), r.pose_enc.begin(), r.pose_enc.end());
+      frame_type.push_back(static_cast<uint8_t>(r.frame_type));
       for (int i = 0; i < 3; ++i) {
         for (int j = 0; j < 4; ++j) extrinsic.push_back(static_cast<float>(r.camera_to_world[i][j]));
         for (int j = 0; j < 3; ++j) intrinsic.push_back(static_cast<float>(r.intrinsic[i][j]));
@@ -468,6 +472,7 @@ struct Stacked {
     d["extrinsic"] = owning_array(std::move(extrinsic), {S, 3, 4});
     d["intrinsic"] = owning_array(std::move(intrinsic), {S, 3, 3});
     if (dense) d["images"] = owning_array(std::move(images), {S, 3, H, W});
+    if (windowed) d["frame_type"] = owning_array(std::move(frame_type), {S});
     return d;
   }
 };
@@ -517,7 +522,8 @@ py::dict PyModel::reconstruct(py::object images, py::object video, py::kwargs kw
   } else {
     throw py::type_error("reconstruct: images must be a folder, a list of image paths or a list / array of frames");
   }
-  if (!given.count("keyframe_interval") && automatic_keyframe_interval(feed->expected()) > 1)
+  if (options.mode == "streaming" && !given.count("keyframe_interval") &&
+      automatic_keyframe_interval(feed->expected()) > 1)
     options.keyframe_interval = automatic_keyframe_interval(feed->expected());
 
   const Engine engine = engine_for(state_, options);
@@ -529,6 +535,7 @@ py::dict PyModel::reconstruct(py::object images, py::object video, py::kwargs kw
   }
   Stacked out;
   out.dense = options.dense;
+  out.windowed = options.mode == "windowed";
   for (Tensor frame; feed->next(frame);) {
     {
       py::gil_scoped_release release;

@@ -138,7 +138,8 @@ void add_window_alignments(io::NpzWriter& npz, const std::vector<Similarity>& wi
 }
 
 // Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
-// a streaming run of N > 320 frames was given no --keyframe-interval.
+// a streaming run of N > 320 frames was given no --keyframe-interval (a
+// windowed run keeps 1).
 int automatic_keyframe_interval(int64_t frames) {
   constexpr int64_t kFramesAtFullRate = 320;
   return frames > kFramesAtFullRate ? static_cast<int>((frames + kFramesAtFullRate - 1) / kFramesAtFullRate) : 1;
@@ -187,7 +188,7 @@ int run_run(const RunArgs& a) {
   auto backend = make_backend(a.engine.options);
   StreamOptions options = stream_options(a.engine.options, config);
   if (a.profile) Profiler::set_enabled(true);
-  if (!a.keyframe_interval_given && automatic_keyframe_interval(expected) > 1) {
+  if (!options.windowed && !a.keyframe_interval_given && automatic_keyframe_interval(expected) > 1) {
     options.keyframe_interval = automatic_keyframe_interval(expected);
     log_info("{} frames: keyframe interval {} (ceil({} / 320), as upstream demo.py; --keyframe-interval 1 keeps "
              "every frame)",

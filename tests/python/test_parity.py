@@ -2,10 +2,15 @@
 # upstream PyTorch's answers (tests/fixtures/model_small), with the C++
 # parity tests' tolerances (tests/model/parity_test.cpp), for both KV-cache
 # layouts; and the two ways in give the same arrays.
+import json
+import pathlib
+
 import numpy as np
 import pytest
 
 import lingbot_map
+
+FIXTURES = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "model_small"
 
 TOLERANCE = 1e-4  # the project's fp32 parity bar
 LAYOUT_TOLERANCE = 2e-5  # dense vs paged: summation order only
@@ -117,3 +122,23 @@ def test_cameras_only_without_dense_outputs(weights, config, frames):
     cameras = model.reconstruct(images=frames, dense=False)
     assert sorted(cameras) == ["extrinsic", "intrinsic", "pose_enc"]
     np.testing.assert_array_equal(cameras["extrinsic"], full["extrinsic"])
+
+
+# Windowed mode (upstream's inference_windowed) through Python: the same
+# answers as upstream's on one of the window fixtures
+# (tools/reference/make_window_fixtures.py), frame types included.
+def test_windowed_reconstruct_matches_upstream(manifest, weights, config, frames, reference):
+    windows = json.loads((FIXTURES / "window_manifest.json").read_text())
+    v = next(x for x in windows["variants"] if x["name"] == "w5_okf2_kf2")
+    ref = reference(v["file"])
+    model = lingbot_map.load(weights, config, device="cpu", num_scale_frames=manifest["num_scale_frames"],
+                             mode="windowed", window_size=v["window_size"], overlap_size=v["overlap_size"],
+                             overlap_keyframes=v["overlap_keyframes"], keyframe_interval=v["keyframe_interval"])
+    result = model.reconstruct(images=frames)
+    for key in ("pose_enc", "extrinsic", "intrinsic"):
+        err = relative_error(result[key], ref[key])
+        assert err < TOLERANCE, f"windowed {key} relative error {err}"
+    for f in v["dense_frames"]:
+        assert relative_error(result["depth"][f, ..., 0], ref[f"depth_f{f}"]) < TOLERANCE
+    assert result["frame_type"].dtype == np.uint8
+    assert result["frame_type"].tolist() == ref["frame_type"].astype(np.uint8).tolist()
