@@ -1,6 +1,8 @@
 #include "api/option_table.h"
 
+#include "backend/cpu/cpu_capacity.h"
 #include "core/error.h"
+#include "core/log.h"
 
 #include <lingbot/lingbot.h>
 
@@ -197,6 +199,7 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   s.pipeline_depth = o.pipeline_depth;
   s.keep_dense_outputs = o.dense;
   s.use_graphs = o.cuda_graphs;
+  s.allow_extra_tensors = o.allow_extra_tensors;
   return s;
 }
 
@@ -223,6 +226,15 @@ cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
 }
 #endif
 
+int capped_threads(int threads) {
+  const cpu::CpuCapacity capacity = cpu::cpu_capacity();
+  if (threads <= capacity.usable()) return threads;
+  log_warn("--threads {}: more than this process can run at once ({} hardware threads, {} CPUs in its affinity "
+           "mask); using {}",
+           threads, capacity.hardware_threads, capacity.affinity_cpus, capacity.usable());
+  return capacity.usable();
+}
+
 std::unique_ptr<Backend> make_backend(const Options& o) {
   check_options(o);
   std::string device = o.device;
@@ -240,7 +252,7 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     fail("device cuda: this build has no CUDA backend (configure with -DLINGBOT_CUDA=ON)");
 #endif
   }
-  return make_cpu_backend(o.threads);
+  return make_cpu_backend(capped_threads(o.threads));
 }
 
 }  // namespace lingbot

@@ -60,6 +60,10 @@ void check_options(const Options& options);
 // upstream demo.py's --num_scale_frames does).
 StreamOptions stream_options(const Options& options, const ModelConfig& config);
 io::PreprocessOptions preprocess_options(const Options& options, const ModelConfig& config);
+// --threads as the CPU backend gets it: more than the process can run at
+// once (backend/cpu/cpu_capacity.h) is capped there, with a warning naming
+// both numbers (1000 threads on 2 cores only take turns).
+int capped_threads(int threads);
 std::unique_ptr<Backend> make_backend(const Options& options);
 #ifdef LINGBOT_WITH_CUDA
 cuda::CudaBackendOptions cuda_backend_options(const Options& options);

@@ -35,6 +35,9 @@ struct StreamOptions {
   //      on their own; results come two pushes later.
   // The results are the same for every depth.
   int pipeline_depth = option_defaults::pipeline_depth;
+  // Run on a checkpoint that also holds tensors the model does not use
+  // (model/checkpoint_check.h: require_loadable); refused by default.
+  bool allow_extra_tensors = option_defaults::allow_extra_tensors;
 
   // The settings a config file implies (the rest at their defaults).
   static StreamOptions from_config(const ModelConfig& config);

@@ -48,6 +48,19 @@ TEST(Cli, HelpListsTheEnvironmentVariables) {
   EXPECT_NE(cli("run --help").output.find("(default: 2)"), std::string::npos);
 }
 
+// --help ends with the table of exit statuses, and the commands return
+// what it says: 1 for a bad flag, 2 for a checkpoint inspect finds unfit.
+TEST(Cli, HelpEndsWithTheExitStatusTable) {
+  for (const std::string& args : {std::string("--help"), std::string("run --help"), std::string("inspect --help")}) {
+    const Result r = cli(args);
+    EXPECT_NE(r.output.find("Exit status:\n  0  success\n  1  an error the user can act on"), std::string::npos)
+        << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("\n  2  inspect: the checkpoint does not fit"), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(cli("run --kv-window -1").status, 1);
+  EXPECT_EQ(cli("inspect " + small("weights.pt")).status, 2);  // the official config: nothing fits
+}
+
 TEST(Cli, InspectReportsAMatchingCheckpoint) {
   const Result r = cli("inspect " + small("weights.pt") + " --config " + small("config.json"));
   EXPECT_EQ(r.status, 0) << r.output;
@@ -223,19 +236,49 @@ std::string checkpoint_with_an_extra_tensor() {
 }  // namespace
 
 // A tensor the model does not use is never accepted without a word:
-// inspect's verdict is "does not fit" with a non-zero status, and run names
-// it in a warning (and ignores it).
-TEST(Cli, ExtraTensorsAreNamed) {
+// inspect's verdict is "does not fit" with a non-zero status; run refuses
+// the checkpoint, naming the tensor and the flag, before any frame is read,
+// and with --allow-extra-tensors runs on it with the tensor named in a
+// warning.
+TEST(Cli, ExtraTensorsAreRefusedUnlessAllowed) {
   const std::string model = checkpoint_with_an_extra_tensor();
   const Result inspect = cli("inspect " + model + " --config " + small("config.json"));
   EXPECT_EQ(inspect.status, 2) << inspect.output;
   EXPECT_NE(inspect.output.find("1 unexpected (point_head.extra.weight)"), std::string::npos) << inspect.output;
 
-  const Result run = cli("run --model " + model + " --config " + small("config.json") + " --images " +
-                         test::fixture_path("courthouse") + " --image-size 126 --first-k 4 --no-dense --out " +
-                         out_dir("extra_tensor_run"));
-  EXPECT_EQ(run.status, 0) << run.output;
-  EXPECT_NE(run.output.find("point_head.extra.weight"), std::string::npos) << run.output;
+  const std::string run = "run --model " + model + " --config " + small("config.json") + " --images " +
+                          test::fixture_path("courthouse") + " --image-size 126 --first-k 4 --no-dense --out " +
+                          out_dir("extra_tensor_run");
+  std::filesystem::remove_all(out_dir("extra_tensor_run"));
+  const Result refused = cli(run);
+  EXPECT_EQ(refused.status, 1) << refused.output;
+  EXPECT_NE(refused.output.find("1 tensor the model does not use (point_head.extra.weight): refused"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("--allow-extra-tensors"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(out_dir("extra_tensor_run") + "/trajectory.txt")) << refused.output;
+
+  const Result allowed = cli(run + " --allow-extra-tensors");
+  EXPECT_EQ(allowed.status, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("warning: " + model + ": 1 tensor the model does not use (point_head.extra.weight)"),
+            std::string::npos)
+      << allowed.output;
+}
+
+// --threads beyond what the process can run at once is capped with a
+// warning naming both numbers: under `taskset -c 0` one CPU is in the
+// affinity mask, so 1000 threads become 1.
+TEST(Cli, ThreadsAreCappedAtTheAffinityMask) {
+  if (test::run_shell("taskset -c 0 true").status != 0) GTEST_SKIP() << "taskset cannot pin here";
+  const Result r = test::run_shell("taskset -c 0 " + std::string(LINGBOT_CLI_PATH) + " run --model " +
+                                   small("weights.pt") + " --config " + small("config.json") + " --images " +
+                                   test::fixture_path("courthouse") +
+                                   " --image-size 126 --first-k 2 --no-dense --device cpu --threads 1000 --out " +
+                                   out_dir("threads_capped"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--threads 1000: more than this process can run at once"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 CPUs in its affinity mask); using 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cpu (1 threads"), std::string::npos) << r.output;
 }
 
 // --out is made with its parents, or refused with the reason, before the
