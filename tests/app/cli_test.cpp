@@ -61,6 +61,31 @@ TEST(Cli, HelpEndsWithTheExitStatusTable) {
   EXPECT_EQ(cli("inspect " + small("weights.pt")).status, 2);  // the official config: nothing fits
 }
 
+namespace {
+
+// The spin count libgomp runs with in the process that does the work: it
+// prints its settings when loaded (OMP_DISPLAY_ENV=verbose), once per exec,
+// so the last block is the one in force.
+std::string spin_count_in_force(const std::string& environment) {
+  const Result r = test::run_shell(environment + " OMP_DISPLAY_ENV=verbose " + LINGBOT_CLI_PATH + " --version");
+  const std::string key = "GOMP_SPINCOUNT = '";
+  const size_t at = r.output.rfind(key);
+  if (r.status != 0 || at == std::string::npos) return "not shown: " + r.output;
+  return r.output.substr(at + key.size(), r.output.find('\'', at + key.size()) - at - key.size());
+}
+
+}  // namespace
+
+// OpenMP's idle threads sleep instead of spinning (2 threads were 4x slower
+// than 1 beside a busy core, issue 22): passive waiting is spin count 0
+// (libgomp's default is 300000), unless the user set the policy or the
+// spin count, which are left as given.
+TEST(Cli, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
+  EXPECT_EQ(spin_count_in_force("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT"), "0");
+  EXPECT_EQ(spin_count_in_force("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=12345"), "12345");
+  EXPECT_EQ(spin_count_in_force("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"), "30000000000");
+}
+
 TEST(Cli, InspectReportsAMatchingCheckpoint) {
   const Result r = cli("inspect " + small("weights.pt") + " --config " + small("config.json"));
   EXPECT_EQ(r.status, 0) << r.output;
