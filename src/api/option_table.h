@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend_options.h"
 #include "image/preprocess.h"
 #include "model/model_config.h"
 #include "model/stream_options.h"
@@ -16,9 +17,6 @@
 #include <string_view>
 #include <vector>
 
-#ifdef LINGBOT_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace lingbot {
 
@@ -65,8 +63,6 @@ io::PreprocessOptions preprocess_options(const Options& options, const ModelConf
 // both numbers (1000 threads on 2 cores only take turns).
 int capped_threads(int threads);
 std::unique_ptr<Backend> make_backend(const Options& options);
-#ifdef LINGBOT_WITH_CUDA
 cuda::CudaBackendOptions cuda_backend_options(const Options& options);
-#endif
 
 }  // namespace lingbot

@@ -325,3 +325,40 @@ TEST(Cli, OutIsCheckedBeforeTheModelLoads) {
       << onto_file.output;
   EXPECT_EQ(onto_file.output.find("model loaded"), std::string::npos) << onto_file.output;
 }
+
+// The CPU path runs where CUDA is absent (issue 22, item 7): lingbot-map
+// links no CUDA library (the CUDA backend is the module liblingbot_cuda.so,
+// loaded for --device cuda|auto), and with the CUDA libraries hidden
+// (tests/tools/without_cuda_libraries.sh: a mount namespace) --device cpu
+// runs, --device auto runs on the CPU saying why, and --device cuda is
+// refused with the dynamic loader's reason.
+TEST(Cli, RunsOnTheCpuWhereTheCudaLibrariesAreAbsent) {
+  const Result needed = test::run_shell("readelf -d " + std::string(LINGBOT_CLI_PATH));
+  ASSERT_EQ(needed.status, 0) << needed.output;
+  for (const char* lib : {"libcudart", "libcublas", "libcudnn", "libcuda."})
+    EXPECT_EQ(needed.output.find(lib), std::string::npos) << lib << "\n" << needed.output;
+#ifndef LINGBOT_CUDA_MODULE_PATH
+  GTEST_SKIP() << "built without the CUDA backend (no liblingbot_cuda.so to hide the CUDA libraries from)";
+#else
+  const std::string hide = std::string(LINGBOT_TEST_TOOLS_DIR) + "/without_cuda_libraries.sh" + " " +
+                           LINGBOT_CUDA_MODULE_PATH + " " + LINGBOT_CLI_PATH + " run --model " + small("weights.pt") +
+                           " --config " + small("config.json") + " --images " + test::fixture_path("courthouse") +
+                           " --image-size 126 --first-k 4 --no-dense --out " + out_dir("without_cuda");
+  const Result probe = test::run_shell(hide + " --device cpu");
+  if (probe.status == 77) GTEST_SKIP() << probe.output;
+  EXPECT_EQ(probe.status, 0) << probe.output;
+  EXPECT_NE(probe.output.find("wrote "), std::string::npos) << probe.output;
+
+  const Result automatic = test::run_shell(hide + " --device auto");
+  EXPECT_EQ(automatic.status, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("device auto: running on the CPU, CUDA is unavailable: libcudart.so"),
+            std::string::npos)
+      << automatic.output;
+  EXPECT_NE(automatic.output.find("cannot open shared object file"), std::string::npos) << automatic.output;
+
+  const Result cuda = test::run_shell(hide + " --device cuda");
+  EXPECT_EQ(cuda.status, 1) << cuda.output;
+  EXPECT_NE(cuda.output.find("error: device cuda: CUDA is unavailable: libcudart.so"), std::string::npos)
+      << cuda.output;
+#endif
+}
