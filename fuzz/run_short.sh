@@ -4,7 +4,7 @@
 # each for a fixed short time, two at a time. Exits non-zero if any target
 # finds a crash, a leak, an overread or a timeout; the failing input is left
 # in <build>/fuzz-artifacts/ (keep it under fuzz/regressions/<target>/ once
-# fixed: tests/checkpoint/checkpoint_fuzz_regression_test.cpp replays that folder).
+# fixed: fuzz/regressions/README.md names the test that replays each folder).
 #
 #   fuzz/run_short.sh [seconds per target, default 20] [build dir, default build-fuzz]
 #
