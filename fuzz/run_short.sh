@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Builds the checkpoint-reader fuzz targets with clang-14 + libFuzzer and runs
+# Builds the fuzz targets (checkpoint readers, images, npz, model config,
+# video) with clang-14 + libFuzzer and runs
 # each for a fixed short time, two at a time. Exits non-zero if any target
 # finds a crash, a leak, an overread or a timeout; the failing input is left
 # in <build>/fuzz-artifacts/ (keep it under fuzz/regressions/<target>/ once
-# fixed: tests/checkpoint/checkpoint_fuzz_regression_test.cpp replays that folder).
+# fixed: fuzz/regressions/README.md names the test that replays each folder).
 #
-#   fuzz/run_short.sh [seconds per target, default 30] [build dir, default build-fuzz]
+#   fuzz/run_short.sh [seconds per target, default 20] [build dir, default build-fuzz]
 #
 # Longer runs by hand, e.g. an hour of the unpickler:
 #   build-fuzz/bin/fuzz_pickle -dict=fuzz/dicts/pickle.dict build-fuzz/fuzz-corpus/fuzz_pickle \
@@ -13,9 +14,10 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-seconds=${1:-30}
+seconds=${1:-20}
 build=${2:-$root/build-fuzz}
-targets=(fuzz_zip fuzz_pickle fuzz_safetensors fuzz_checkpoint fuzz_torch_pickle)
+targets=(fuzz_zip fuzz_pickle fuzz_safetensors fuzz_checkpoint fuzz_torch_pickle
+         fuzz_image fuzz_npz fuzz_model_config fuzz_video)
 fixtures=$root/tests/fixtures/checkpoints
 
 CC=${CC:-clang-14} CXX=${CXX:-clang++-14} cmake -S "$root" -B "$build" -G Ninja \
@@ -36,12 +38,17 @@ seed fuzz_torch_pickle "$fixtures"/pickles/torch_*.pkl
 seed fuzz_safetensors "$fixtures"/handmade/*.safetensors "$fixtures"/hostile/*.safetensors
 seed fuzz_checkpoint "$fixtures"/handmade/*.pt "$fixtures"/handmade/*.safetensors \
   "$fixtures"/hostile/*.pt "$fixtures"/hostile/*.safetensors "$fixtures"/torch/*.pt
-for t in "${targets[@]}"; do seed "$t" "$root"/fuzz/regressions/"$t"/*; done
+seed fuzz_image "$root"/tests/fixtures/preprocess/inputs/*
+for t in "${targets[@]}"; do seed "$t" "$root"/fuzz/seeds/"$t"/* "$root"/fuzz/regressions/"$t"/*; done
 
 dict_for() {
   case $1 in
     fuzz_pickle | fuzz_torch_pickle) echo "$root/fuzz/dicts/pickle.dict" ;;
     fuzz_safetensors) echo "$root/fuzz/dicts/safetensors.dict" ;;
+    fuzz_image) echo "$root/fuzz/dicts/image.dict" ;;
+    fuzz_npz) echo "$root/fuzz/dicts/npz.dict" ;;
+    fuzz_model_config) echo "$root/fuzz/dicts/model_config.dict" ;;
+    fuzz_video) echo "$root/fuzz/dicts/video.dict" ;;
     *) echo "$root/fuzz/dicts/zip.dict" ;;
   esac
 }

@@ -57,6 +57,9 @@
          "Windowed mode: how a window is brought into the previous one's frame: upstream (upstream's Sim(3), " \
          "exactly) or sim3 (the similarity of the overlap's cameras read as the world-to-camera poses they "   \
          "are; docs/video.md)")                                                                                \
+  BOOL(Stream, allow_extra_tensors, false,                                                                     \
+       "Run on a checkpoint that also holds tensors the model does not use (named in a warning)",              \
+       "Refuse a checkpoint that holds tensors the model does not use (another variant, renamed layers)")      \
   BOOL(Stream, dense, true, "Keep depth, confidence and world points of every frame",                          \
        "Cameras only: skip the depth head and keep no per-pixel outputs (for long runs)")                      \
   INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \

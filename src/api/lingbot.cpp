@@ -104,8 +104,7 @@ Model::Model(const std::string& checkpoint, const std::string& config_path, cons
     impl->weights = io::load_state_dict(checkpoint);
     // Here rather than at the first stream: a checkpoint that does not fit
     // is the caller's error at load time.
-    const CheckpointCheck check = check_checkpoint(impl->weights, impl->config);
-    LB_CHECK(check.ok(), "{}", check.summary(checkpoint));
+    require_loadable(check_checkpoint(impl->weights, impl->config), checkpoint, options.allow_extra_tensors);
     impl->backend = make_backend(options);
     return impl;
   });

@@ -1,6 +1,9 @@
 #include "api/option_table.h"
 
+#include "backend/cpu/cpu_capacity.h"
+#include "backend/cuda_module.h"
 #include "core/error.h"
+#include "core/log.h"
 
 #include <lingbot/lingbot.h>
 
@@ -196,6 +199,7 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   s.pipeline_depth = o.pipeline_depth;
   s.keep_dense_outputs = o.dense;
   s.use_graphs = o.cuda_graphs;
+  s.allow_extra_tensors = o.allow_extra_tensors;
   s.windowed = o.mode == "windowed";
   s.window.window_size = o.window_size;
   s.window.overlap_size = o.overlap_size;
@@ -218,7 +222,6 @@ io::PreprocessOptions preprocess_options(const Options& o, const ModelConfig& co
   return p;
 }
 
-#ifdef LINGBOT_WITH_CUDA
 cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
   check_options(o);
   cuda::CudaBackendOptions c;
@@ -230,26 +233,33 @@ cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
                                                           : cuda::AttentionKernel::Auto;
   return c;
 }
-#endif
+
+int capped_threads(int threads) {
+  const cpu::CpuCapacity capacity = cpu::cpu_capacity();
+  if (threads <= capacity.usable()) return threads;
+  log_warn("--threads {}: more than this process can run at once ({} hardware threads, {} CPUs in its affinity "
+           "mask); using {}",
+           threads, capacity.hardware_threads, capacity.affinity_cpus, capacity.usable());
+  return capacity.usable();
+}
 
 std::unique_ptr<Backend> make_backend(const Options& o) {
   check_options(o);
   std::string device = o.device;
   if (device == "auto") {
-#ifdef LINGBOT_WITH_CUDA
-    device = cuda::device_available() ? "cuda" : "cpu";
-#else
-    device = "cpu";
-#endif
+    // The CUDA backend is a module loaded here (backend/cuda_module.h); a
+    // machine without it, without the CUDA libraries or without a GPU runs
+    // on the CPU, and the log says why.
+    const std::string why_not = cuda_module::unavailable_reason();
+    if (why_not.empty()) {
+      device = "cuda";
+    } else {
+      log_info("device auto: running on the CPU, CUDA is unavailable: {}", why_not);
+      device = "cpu";
+    }
   }
-  if (device == "cuda") {
-#ifdef LINGBOT_WITH_CUDA
-    return std::make_unique<cuda::CudaBackend>(cuda_backend_options(o));
-#else
-    fail("device cuda: this build has no CUDA backend (configure with -DLINGBOT_CUDA=ON)");
-#endif
-  }
-  return make_cpu_backend(o.threads);
+  if (device == "cuda") return cuda_module::make_backend(cuda_backend_options(o));
+  return make_cpu_backend(capped_threads(o.threads));
 }
 
 }  // namespace lingbot

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend_options.h"
 #include "image/preprocess.h"
 #include "model/model_config.h"
 #include "model/stream_options.h"
@@ -16,9 +17,6 @@
 #include <string_view>
 #include <vector>
 
-#ifdef LINGBOT_WITH_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace lingbot {
 
@@ -60,9 +58,11 @@ void check_options(const Options& options);
 // upstream demo.py's --num_scale_frames does).
 StreamOptions stream_options(const Options& options, const ModelConfig& config);
 io::PreprocessOptions preprocess_options(const Options& options, const ModelConfig& config);
+// --threads as the CPU backend gets it: more than the process can run at
+// once (backend/cpu/cpu_capacity.h) is capped there, with a warning naming
+// both numbers (1000 threads on 2 cores only take turns).
+int capped_threads(int threads);
 std::unique_ptr<Backend> make_backend(const Options& options);
-#ifdef LINGBOT_WITH_CUDA
 cuda::CudaBackendOptions cuda_backend_options(const Options& options);
-#endif
 
 }  // namespace lingbot

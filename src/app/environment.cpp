@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 
+#include <unistd.h>
+
 namespace lingbot {
 
 const std::vector<EnvironmentVariable>& environment_variables() {
@@ -29,6 +31,9 @@ std::string environment_help() {
   std::string text = "Environment variables (a flag given on the command line wins):\n";
   for (const EnvironmentVariable& v : environment_variables())
     text += fmt::format("  {}={}\n      {}\n", v.name, v.values, v.meaning);
+  text += "  OMP_WAIT_POLICY, GOMP_SPINCOUNT\n"
+          "      OpenMP's, as the runtime reads them; unset, lingbot-map sets OMP_WAIT_POLICY=passive (idle threads "
+          "sleep rather than spin)\n";
   return text;
 }
 
@@ -60,6 +65,12 @@ EnvironmentSettings read_environment(Options& options, const std::function<bool(
     }
   }
   return settings;
+}
+
+void exec_with_passive_openmp_threads(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
 }
 
 }  // namespace lingbot

@@ -34,4 +34,17 @@ struct EnvironmentSettings {
 // not take.
 EnvironmentSettings read_environment(Options& options, const std::function<bool(std::string_view)>& given);
 
+// OpenMP threads (ours and OpenBLAS's, one libgomp team) that wait for work
+// spin by default, for about 300,000 iterations after every parallel
+// region. With another program busy on a core, the spinning thread takes
+// its turns from the thread that has work: 2 threads ran 14 frames of the
+// small model 4x slower than 1 (issue 22). Passive waiting (a futex) costs
+// a wake-up per region instead, which on an idle machine is lost in the
+// noise (docs/PERF.md, bench/contention.sh). libgomp reads its settings
+// once, when it is loaded, before main(); so unless the user set
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT, this sets OMP_WAIT_POLICY=passive and
+// executes the program again (argv as given; /proc/self/exe). Returns only
+// when it did nothing or the exec failed (the run then goes on spinning).
+void exec_with_passive_openmp_threads(char** argv);
+
 }  // namespace lingbot

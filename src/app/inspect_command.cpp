@@ -1,6 +1,7 @@
 // `lingbot-map inspect MODEL [--config C]`: what a checkpoint holds, grouped
 // by module, and whether it fits the model config.
 #include "app/commands.h"
+#include "app/exit_status.h"
 #include "app/process_stats.h"
 #include "checkpoint/checkpoint.h"
 #include "model/checkpoint_check.h"
@@ -102,7 +103,7 @@ int run_inspect(const InspectArgs& args) {
               static_cast<long long>(check.expected_count));
   std::printf("%s\n", check.summary(args.model, 20).c_str());
   std::printf("loaded in %.3f s, peak RSS %.1f MB\n", load_s, peak_rss_bytes() / 1e6);
-  return check.fits() ? 0 : 2;
+  return check.fits() ? exit_status::kSuccess : exit_status::kDoesNotFit;
 }
 
 }  // namespace lingbot

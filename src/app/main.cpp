@@ -10,6 +10,7 @@
 #include "api/option_table.h"
 #include "app/commands.h"
 #include "app/environment.h"
+#include "app/exit_status.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -21,10 +22,12 @@
 
 int main(int argc, char** argv) {
   using namespace lingbot;
+  exec_with_passive_openmp_threads(argv);
   CLI::App app{"lingbot-map: streaming 3D reconstruction (LingBot-Map) in C++", "lingbot-map"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("lingbot-map ") + lingbot::version());
-  app.footer(environment_help());
+  const std::string footer = environment_help() + "\n" + exit_status::help();
+  app.footer(footer);
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "More log output");
   app.add_flag("-q,--quiet", quiet, "Only errors");
@@ -37,18 +40,20 @@ int main(int argc, char** argv) {
   add_bench_command(app, bench);
   ExportArgs export_args;
   add_export_command(app, export_args);
-  for (const char* name : {"run", "bench"}) app.get_subcommand(name)->footer(environment_help());
+  for (const char* name : {"run", "bench"}) app.get_subcommand(name)->footer(footer);
+  app.get_subcommand("inspect")->footer(exit_status::help());
+  app.get_subcommand("export")->footer(exit_status::help());
 
   if (argc == 1) {  // no subcommand: show what there is
     std::fputs(app.help().c_str(), stderr);
-    return 1;
+    return exit_status::kUserError;
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the message (or the help text); a bad flag is a user
     // error like any other: exit status 1, whatever CLI11's own code.
-    return app.exit(e) == 0 ? 0 : 1;
+    return app.exit(e) == 0 ? exit_status::kSuccess : exit_status::kUserError;
   }
   set_log_level(quiet ? LogLevel::Error : verbose ? LogLevel::Debug : LogLevel::Info);
   try {
@@ -71,13 +76,13 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("export")) return run_export(export_args);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return exit_status::kUserError;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "error: out of memory\n");
-    return 1;
+    return exit_status::kUserError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return exit_status::kUserError;
   }
   return 0;
 }

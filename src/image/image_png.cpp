@@ -58,6 +58,7 @@ class MemorySource final : public ByteSource {
   MemorySource(const uint8_t* data, size_t size) : data_(data), size_(size) {}
   bool read(void* dst, size_t n) override {
     if (n > size_ - pos_) return false;
+    if (n == 0) return true;  // dst may be null then (an empty chunk), which memcpy does not allow
     std::memcpy(dst, data_ + pos_, n);
     pos_ += n;
     return true;

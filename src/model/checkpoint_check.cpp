@@ -1,5 +1,8 @@
 #include "model/checkpoint_check.h"
 
+#include "core/error.h"
+#include "core/log.h"
+
 #include <fmt/format.h>
 
 #include <unordered_set>
@@ -27,6 +30,23 @@ CheckpointCheck check_checkpoint(const io::StateDict& weights, const ModelConfig
     if (!expected_names.count(name)) r.unexpected.push_back(name);
   }
   return r;
+}
+
+void require_loadable(const CheckpointCheck& check, const std::string& source, bool allow_extra_tensors) {
+  LB_CHECK(check.ok(), "{}", check.summary(source));
+  if (check.unexpected.empty()) return;
+  constexpr size_t kNamed = 3;
+  std::string named;
+  for (size_t i = 0; i < check.unexpected.size() && i < kNamed; ++i)
+    named += (i ? ", " : "") + check.unexpected[i];
+  if (check.unexpected.size() > kNamed) named += fmt::format(", ... {} more", check.unexpected.size() - kNamed);
+  const size_t n = check.unexpected.size();
+  if (!allow_extra_tensors)
+    fail("{}: {} tensor{} the model does not use ({}): refused (another model variant or renamed layers?); "
+         "--allow-extra-tensors runs on it anyway",
+         source, n, n == 1 ? "" : "s", named);
+  log_warn("{}: {} tensor{} the model does not use ({}): ignored (--allow-extra-tensors)", source, n,
+           n == 1 ? "" : "s", named);
 }
 
 std::string CheckpointCheck::summary(const std::string& source, size_t max_names) const {

@@ -34,4 +34,15 @@ struct CheckpointCheck {
 
 CheckpointCheck check_checkpoint(const io::StateDict& weights, const ModelConfig& config);
 
+// What loading a model accepts: throws the summary when the model cannot run
+// on the checkpoint, and refuses tensors the model does not use unless
+// `allow_extra_tensors` (--allow-extra-tensors), naming the first few; when
+// allowed they are named in a warning. Upstream demo.py loads with
+// strict=False, which would accept them silently, but an unknown tensor
+// usually means another variant of the model or renamed layers, whose
+// results would be wrong without a word. No tensor of the official
+// checkpoint is known to be extra (its key set is not recorded in this
+// project), so none is accepted silently.
+void require_loadable(const CheckpointCheck& check, const std::string& source, bool allow_extra_tensors);
+
 }  // namespace lingbot

@@ -77,7 +77,8 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond a double (1e309).
     fail("{}: not valid JSON ({})", source, e.what());
   }
   if (!doc.is_object()) fail("{}: the config must be a JSON object", source);

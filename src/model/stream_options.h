@@ -37,6 +37,9 @@ struct StreamOptions {
   //      on their own; results come two pushes later.
   // The results are the same for every depth.
   int pipeline_depth = option_defaults::pipeline_depth;
+  // Run on a checkpoint that also holds tensors the model does not use
+  // (model/checkpoint_check.h: require_loadable); refused by default.
+  bool allow_extra_tensors = option_defaults::allow_extra_tensors;
 
   // Windowed mode (upstream inference_windowed): windows of the video, each
   // a fresh stream with its own scale phase, aligned into the first one's

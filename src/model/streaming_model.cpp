@@ -48,7 +48,7 @@ StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, c
   LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth <= 2, "pipeline_depth must be 0, 1 or 2, got {}",
            options.pipeline_depth);
   kv::validate(options.cache);
-  weights_ = std::make_unique<DeviceWeights>(backend, weights, config);
+  weights_ = std::make_unique<DeviceWeights>(backend, weights, config, options.allow_extra_tensors);
   ws_ = std::make_unique<Workspace>(backend);
   aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout, options.cache,
                                              options.num_scale_frames);

@@ -71,12 +71,9 @@ std::string DeviceWeights::folded_gain(const std::string& name) {
   return "";
 }
 
-DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config) {
-  const CheckpointCheck check = check_checkpoint(state, config);
-  LB_CHECK(check.ok(), "{}", check.summary(state.source()));
-  // Tensors the model does not use are left alone, but never silently: a
-  // checkpoint of another variant or a renamed layer shows up here.
-  if (!check.unexpected.empty()) log_warn("{} (they are not used)", check.summary(state.source()));
+DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config,
+                             bool allow_extra_tensors) {
+  require_loadable(check_checkpoint(state, config), state.source(), allow_extra_tensors);
   for (const ExpectedTensor& e : expected_parameters(config)) {
     const Tensor& src = state.at(e.name);
     if (const int64_t bad = first_non_finite(src); bad >= 0) {

@@ -28,8 +28,11 @@ namespace lingbot {
 class DeviceWeights {
  public:
   // Checks the state dict against the config (throws a one-line summary of
-  // missing / mis-shaped tensors) and uploads every expected tensor.
-  DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config);
+  // missing / mis-shaped tensors, and of unused ones unless
+  // `allow_extra_tensors`: checkpoint_check.h, require_loadable) and uploads
+  // every expected tensor.
+  DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config,
+                bool allow_extra_tensors = false);
 
   const Tensor& get(const std::string& name) const;
   // The LayerScale gain folded into the parameter `name` (see above), or

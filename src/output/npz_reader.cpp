@@ -3,11 +3,27 @@
 #include "core/mapped_file.h"
 #include "checkpoint/zip_archive.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
 #include <cstring>
 
 namespace lingbot::io {
 
 namespace {
+
+// Header text as an error message may quote it: one line, printable, short
+// (a damaged header holds any bytes, newlines included).
+std::string printable(const std::string& text) {
+  constexpr size_t kMax = 40;
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < kMax; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+  }
+  if (text.size() > kMax) out += "...";
+  return out;
+}
 
 DType dtype_of_descr(const std::string& d, const std::string& name) {
   if (d == "<f4") return DType::F32;
@@ -19,7 +35,7 @@ DType dtype_of_descr(const std::string& d, const std::string& name) {
   if (d == "|i1") return DType::I8;
   if (d == "|u1") return DType::U8;
   if (d == "|b1") return DType::Bool;
-  fail("{}: unsupported npy dtype '{}'", name, d);
+  fail("{}: unsupported npy dtype '{}'", name, printable(d));
 }
 
 // The value of 'key' in the header dict, as the raw text up to the next ',' or '}' at depth 0.
@@ -62,21 +78,33 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   descr = descr.substr(1, descr.size() - 2);
   LB_CHECK(dict_value(header, "fortran_order", name) == "False", "{}: Fortran-order arrays are not supported", name);
   const std::string shape_text = dict_value(header, "shape", name);
+  const DType dtype = dtype_of_descr(descr, name);
+  // The size the shape needs, checked against the data before anything is
+  // allocated (a damaged header may declare any shape; found by fuzz_npz).
+  const size_t available = size - offset - header_len;
+  constexpr int64_t kMaxDim = int64_t{1} << 40;
   Shape shape;
+  int64_t numel = 1;
   for (size_t i = 0; i < shape_text.size();) {
     if (std::isdigit(static_cast<unsigned char>(shape_text[i]))) {
       size_t j = i;
       while (j < shape_text.size() && std::isdigit(static_cast<unsigned char>(shape_text[j]))) ++j;
-      shape.push_back(std::stoll(shape_text.substr(i, j - i)));
+      int64_t dim = 0;
+      const auto [end, ec] = std::from_chars(shape_text.data() + i, shape_text.data() + j, dim);
+      LB_CHECK(ec == std::errc() && dim <= kMaxDim, "{}: npy shape ({}) has a dimension out of range", name,
+               printable(shape_text));
+      LB_CHECK(!__builtin_mul_overflow(numel, dim, &numel), "{}: npy shape ({}) has too many elements", name,
+               printable(shape_text));
+      shape.push_back(dim);
       i = j;
     } else {
       ++i;
     }
   }
-  const DType dtype = dtype_of_descr(descr, name);
+  const uint64_t needed = static_cast<uint64_t>(numel) * dtype_size(dtype);
+  LB_CHECK(numel <= static_cast<int64_t>(available) && needed <= available, "{}: {} bytes of data, shape {} needs {}",
+           name, available, shape_str(shape), needed);
   Tensor t = Tensor::empty(shape, dtype);
-  LB_CHECK(offset + header_len + t.nbytes() <= size, "{}: {} bytes of data, shape {} needs {}", name,
-           size - offset - header_len, shape_str(shape), t.nbytes());
   std::memcpy(t.data(), data + offset + header_len, t.nbytes());
   return t;
 }

@@ -18,8 +18,10 @@ extern "C" {
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace lingbot::video {
 
@@ -120,6 +122,10 @@ struct VideoReader::State {
   int stored_width = 0, stored_height = 0;  // before rotation
   // The colour conversion last configured, so it is set again only on change.
   int sws_format = -1, sws_colorspace = -1, sws_range = -1;
+  // What sws_scale writes into: rows aligned and padded, as its SIMD paths
+  // need (they store whole vectors past the last pixel of a row; a tight
+  // RGB buffer overflowed, found by fuzz/fuzz_video.cpp), copied out after.
+  std::vector<uint8_t> sws_rows;
   int64_t decoded = 0;       // frames handed out so far
   bool input_done = false;   // the decoder has been told the input ended
   bool finished = false;     // no more frames will be handed out
@@ -323,9 +329,16 @@ bool VideoReader::next(DecodedFrame& out) {
   stored.width = s.stored_width;
   stored.height = s.stored_height;
   stored.rgb.resize(stored.row_bytes() * static_cast<size_t>(stored.height));
-  uint8_t* planes[4] = {stored.rgb.data(), nullptr, nullptr, nullptr};
-  int strides[4] = {static_cast<int>(stored.row_bytes()), 0, 0, 0};
+  constexpr size_t kAlign = 64;
+  const size_t stride = (stored.row_bytes() + 2 * kAlign - 1) / kAlign * kAlign;  // at least one vector of slack
+  s.sws_rows.resize(stride * (static_cast<size_t>(stored.height) + 1) + kAlign);
+  uint8_t* rows = s.sws_rows.data();
+  rows += (kAlign - reinterpret_cast<uintptr_t>(rows) % kAlign) % kAlign;
+  uint8_t* planes[4] = {rows, nullptr, nullptr, nullptr};
+  int strides[4] = {static_cast<int>(stride), 0, 0, 0};
   sws_scale(s.sws, f->data, f->linesize, 0, f->height, planes, strides);
+  for (int y = 0; y < stored.height; ++y)
+    std::memcpy(stored.row(y), rows + static_cast<size_t>(y) * stride, stored.row_bytes());
 
   out.index = s.decoded;
   const int64_t pts = f->best_effort_timestamp;

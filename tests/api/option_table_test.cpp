@@ -53,13 +53,11 @@ TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
   EXPECT_EQ(prep.image_size, library_prep.image_size);
   EXPECT_EQ(prep.mode, library_prep.mode);
   EXPECT_EQ(prep.patch_size, library_prep.patch_size);
-#ifdef LINGBOT_WITH_CUDA
   const cuda::CudaBackendOptions cuda_from_table = cuda_backend_options(Options{});
   const cuda::CudaBackendOptions cuda_library;
   EXPECT_EQ(cuda_from_table.sync_after_each_op, cuda_library.sync_after_each_op);
   EXPECT_EQ(cuda_from_table.lane_priority, cuda_library.lane_priority);
   EXPECT_EQ(cuda_from_table.attention_kernel, cuda_library.attention_kernel);
-#endif
 }
 
 TEST(OptionTable, EveryRowIsWellFormed) {

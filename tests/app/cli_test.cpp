@@ -48,6 +48,44 @@ TEST(Cli, HelpListsTheEnvironmentVariables) {
   EXPECT_NE(cli("run --help").output.find("(default: 2)"), std::string::npos);
 }
 
+// --help ends with the table of exit statuses, and the commands return
+// what it says: 1 for a bad flag, 2 for a checkpoint inspect finds unfit.
+TEST(Cli, HelpEndsWithTheExitStatusTable) {
+  for (const std::string& args : {std::string("--help"), std::string("run --help"), std::string("inspect --help")}) {
+    const Result r = cli(args);
+    EXPECT_NE(r.output.find("Exit status:\n  0  success\n  1  an error the user can act on"), std::string::npos)
+        << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("\n  2  inspect: the checkpoint does not fit"), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(cli("run --kv-window -1").status, 1);
+  EXPECT_EQ(cli("inspect " + small("weights.pt")).status, 2);  // the official config: nothing fits
+}
+
+namespace {
+
+// The spin count libgomp runs with in the process that does the work: it
+// prints its settings when loaded (OMP_DISPLAY_ENV=verbose), once per exec,
+// so the last block is the one in force.
+std::string spin_count_in_force(const std::string& environment) {
+  const Result r = test::run_shell(environment + " OMP_DISPLAY_ENV=verbose " + LINGBOT_CLI_PATH + " --version");
+  const std::string key = "GOMP_SPINCOUNT = '";
+  const size_t at = r.output.rfind(key);
+  if (r.status != 0 || at == std::string::npos) return "not shown: " + r.output;
+  return r.output.substr(at + key.size(), r.output.find('\'', at + key.size()) - at - key.size());
+}
+
+}  // namespace
+
+// OpenMP's idle threads sleep instead of spinning (2 threads were 4x slower
+// than 1 beside a busy core, issue 22): passive waiting is spin count 0
+// (libgomp's default is 300000), unless the user set the policy or the
+// spin count, which are left as given.
+TEST(Cli, OpenMpThreadsWaitPassivelyUnlessTheUserChose) {
+  EXPECT_EQ(spin_count_in_force("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT"), "0");
+  EXPECT_EQ(spin_count_in_force("env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=12345"), "12345");
+  EXPECT_EQ(spin_count_in_force("env -u GOMP_SPINCOUNT OMP_WAIT_POLICY=active"), "30000000000");
+}
+
 TEST(Cli, InspectReportsAMatchingCheckpoint) {
   const Result r = cli("inspect " + small("weights.pt") + " --config " + small("config.json"));
   EXPECT_EQ(r.status, 0) << r.output;
@@ -241,19 +279,49 @@ std::string checkpoint_with_an_extra_tensor() {
 }  // namespace
 
 // A tensor the model does not use is never accepted without a word:
-// inspect's verdict is "does not fit" with a non-zero status, and run names
-// it in a warning (and ignores it).
-TEST(Cli, ExtraTensorsAreNamed) {
+// inspect's verdict is "does not fit" with a non-zero status; run refuses
+// the checkpoint, naming the tensor and the flag, before any frame is read,
+// and with --allow-extra-tensors runs on it with the tensor named in a
+// warning.
+TEST(Cli, ExtraTensorsAreRefusedUnlessAllowed) {
   const std::string model = checkpoint_with_an_extra_tensor();
   const Result inspect = cli("inspect " + model + " --config " + small("config.json"));
   EXPECT_EQ(inspect.status, 2) << inspect.output;
   EXPECT_NE(inspect.output.find("1 unexpected (point_head.extra.weight)"), std::string::npos) << inspect.output;
 
-  const Result run = cli("run --model " + model + " --config " + small("config.json") + " --images " +
-                         test::fixture_path("courthouse") + " --image-size 126 --first-k 4 --no-dense --out " +
-                         out_dir("extra_tensor_run"));
-  EXPECT_EQ(run.status, 0) << run.output;
-  EXPECT_NE(run.output.find("point_head.extra.weight"), std::string::npos) << run.output;
+  const std::string run = "run --model " + model + " --config " + small("config.json") + " --images " +
+                          test::fixture_path("courthouse") + " --image-size 126 --first-k 4 --no-dense --out " +
+                          out_dir("extra_tensor_run");
+  std::filesystem::remove_all(out_dir("extra_tensor_run"));
+  const Result refused = cli(run);
+  EXPECT_EQ(refused.status, 1) << refused.output;
+  EXPECT_NE(refused.output.find("1 tensor the model does not use (point_head.extra.weight): refused"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_NE(refused.output.find("--allow-extra-tensors"), std::string::npos) << refused.output;
+  EXPECT_FALSE(std::filesystem::exists(out_dir("extra_tensor_run") + "/trajectory.txt")) << refused.output;
+
+  const Result allowed = cli(run + " --allow-extra-tensors");
+  EXPECT_EQ(allowed.status, 0) << allowed.output;
+  EXPECT_NE(allowed.output.find("warning: " + model + ": 1 tensor the model does not use (point_head.extra.weight)"),
+            std::string::npos)
+      << allowed.output;
+}
+
+// --threads beyond what the process can run at once is capped with a
+// warning naming both numbers: under `taskset -c 0` one CPU is in the
+// affinity mask, so 1000 threads become 1.
+TEST(Cli, ThreadsAreCappedAtTheAffinityMask) {
+  if (test::run_shell("taskset -c 0 true").status != 0) GTEST_SKIP() << "taskset cannot pin here";
+  const Result r = test::run_shell("taskset -c 0 " + std::string(LINGBOT_CLI_PATH) + " run --model " +
+                                   small("weights.pt") + " --config " + small("config.json") + " --images " +
+                                   test::fixture_path("courthouse") +
+                                   " --image-size 126 --first-k 2 --no-dense --device cpu --threads 1000 --out " +
+                                   out_dir("threads_capped"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--threads 1000: more than this process can run at once"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 CPUs in its affinity mask); using 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cpu (1 threads"), std::string::npos) << r.output;
 }
 
 // --out is made with its parents, or refused with the reason, before the
@@ -274,4 +342,41 @@ TEST(Cli, OutIsCheckedBeforeTheModelLoads) {
   EXPECT_NE(onto_file.output.find("--out " + file + "/sub: cannot create the folder: "), std::string::npos)
       << onto_file.output;
   EXPECT_EQ(onto_file.output.find("model loaded"), std::string::npos) << onto_file.output;
+}
+
+// The CPU path runs where CUDA is absent (issue 22, item 7): lingbot-map
+// links no CUDA library (the CUDA backend is the module liblingbot_cuda.so,
+// loaded for --device cuda|auto), and with the CUDA libraries hidden
+// (tests/tools/without_cuda_libraries.sh: a mount namespace) --device cpu
+// runs, --device auto runs on the CPU saying why, and --device cuda is
+// refused with the dynamic loader's reason.
+TEST(Cli, RunsOnTheCpuWhereTheCudaLibrariesAreAbsent) {
+  const Result needed = test::run_shell("readelf -d " + std::string(LINGBOT_CLI_PATH));
+  ASSERT_EQ(needed.status, 0) << needed.output;
+  for (const char* lib : {"libcudart", "libcublas", "libcudnn", "libcuda."})
+    EXPECT_EQ(needed.output.find(lib), std::string::npos) << lib << "\n" << needed.output;
+#ifndef LINGBOT_CUDA_MODULE_PATH
+  GTEST_SKIP() << "built without the CUDA backend (no liblingbot_cuda.so to hide the CUDA libraries from)";
+#else
+  const std::string hide = std::string(LINGBOT_TEST_TOOLS_DIR) + "/without_cuda_libraries.sh" + " " +
+                           LINGBOT_CUDA_MODULE_PATH + " " + LINGBOT_CLI_PATH + " run --model " + small("weights.pt") +
+                           " --config " + small("config.json") + " --images " + test::fixture_path("courthouse") +
+                           " --image-size 126 --first-k 4 --no-dense --out " + out_dir("without_cuda");
+  const Result probe = test::run_shell(hide + " --device cpu");
+  if (probe.status == 77) GTEST_SKIP() << probe.output;
+  EXPECT_EQ(probe.status, 0) << probe.output;
+  EXPECT_NE(probe.output.find("wrote "), std::string::npos) << probe.output;
+
+  const Result automatic = test::run_shell(hide + " --device auto");
+  EXPECT_EQ(automatic.status, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("device auto: running on the CPU, CUDA is unavailable: libcudart.so"),
+            std::string::npos)
+      << automatic.output;
+  EXPECT_NE(automatic.output.find("cannot open shared object file"), std::string::npos) << automatic.output;
+
+  const Result cuda = test::run_shell(hide + " --device cuda");
+  EXPECT_EQ(cuda.status, 1) << cuda.output;
+  EXPECT_NE(cuda.output.find("error: device cuda: CUDA is unavailable: libcudart.so"), std::string::npos)
+      << cuda.output;
+#endif
 }

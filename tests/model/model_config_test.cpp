@@ -2,6 +2,7 @@
 // parameters a config implies, checked against independent facts (the
 // official checkpoint's published tensor count, a real upstream state dict).
 #include "checkpoint/checkpoint.h"
+#include "fuzz_regressions.h"
 #include "model/checkpoint_check.h"
 #include "model/model_config.h"
 #include "test_support.h"
@@ -151,4 +152,21 @@ TEST(ModelConfig, MismatchIsReportedByName) {
   EXPECT_NE(s.find("aggregator.frame_blocks.6.norm1.weight"), std::string::npos) << s;
   EXPECT_NE(s.find("mis-shaped"), std::string::npos) << s;
   EXPECT_EQ(s.find('\n'), std::string::npos) << "one line";
+}
+
+// Inputs fuzz/fuzz_model_config.cpp once failed on: a number beyond a
+// double (1e309) escaped as the JSON library's own exception, with no file
+// name; now every one is a one-line error naming the file.
+TEST(ModelConfig, FuzzRegressionsFailInOneLineNamingTheFile) {
+  const auto files = test::fuzz_regressions("fuzz_model_config");
+  ASSERT_FALSE(files.empty());
+  for (const auto& path : files) {
+    const std::vector<uint8_t> bytes = test::file_bytes(path);
+    try {
+      ModelConfig::from_json_text(std::string(bytes.begin(), bytes.end()), "r.json");
+    } catch (const Error& e) {
+      EXPECT_TRUE(test::one_line_naming(e.what(), "r.json")) << path << ": " << e.what();
+    }
+  }
+  EXPECT_NE(error_of(R"({"depth": 1e309})").find("not valid JSON"), std::string::npos);
 }

@@ -2,6 +2,7 @@
 // the display-matrix rotation, damage and the one-line errors.
 #include "core/error.h"
 #include "video/video_reader.h"
+#include "fuzz_regressions.h"
 #include "video_test_support.h"
 
 #include <gtest/gtest.h>
@@ -178,4 +179,28 @@ TEST(VideoReader, RotateClockwiseTurnsPixels) {
   EXPECT_EQ(letters(video::rotate_clockwise(img, 90)), "2x3:daebfc");
   EXPECT_EQ(letters(video::rotate_clockwise(img, 180)), "3x2:fedcba");
   EXPECT_EQ(letters(video::rotate_clockwise(img, 270)), "2x3:cfbead");
+}
+
+// Inputs fuzz/fuzz_video.cpp once failed on (fuzz/regressions/fuzz_video/):
+// each gives frames of the size the reader reports, or a one-line error
+// naming the file. The y4m there made swscale write past the end of a
+// tight RGB buffer (heap corruption); the reader now gives swscale padded
+// rows.
+TEST(VideoReader, FuzzRegressionsDecodeOrFailInOneLine) {
+  if (!video::ffmpeg_available()) GTEST_SKIP() << "built without FFmpeg";
+  const auto files = fuzz_regressions("fuzz_video");
+  ASSERT_FALSE(files.empty());
+  for (const auto& path : files) {
+    try {
+      video::VideoReader reader(path.string());
+      video::DecodedFrame frame;
+      while (reader.next(frame)) {
+        EXPECT_EQ(frame.rgb.width, reader.info().width) << path;
+        EXPECT_EQ(frame.rgb.height, reader.info().height) << path;
+        EXPECT_EQ(frame.rgb.rgb.size(), static_cast<size_t>(frame.rgb.width) * frame.rgb.height * 3) << path;
+      }
+    } catch (const Error& e) {
+      EXPECT_TRUE(one_line_naming(e.what(), path.string())) << path << ": " << e.what();
+    }
+  }
 }

@@ -59,14 +59,25 @@ void write_host_as(const Tensor& host, DType dtype, void* dst) {
 
 // ---- creation ---------------------------------------------------------------
 
-bool device_available() {
+bool device_available() { return device_unavailable_reason().empty(); }
+
+std::string device_unavailable_reason() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();  // no driver / no device: not an error for the caller
-    return false;
+    return fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
   }
-  return count > 0;
+  return count > 0 ? "" : "no CUDA device";
+}
+
+DeviceAllocator tensor_allocator(int device) {
+  return [device](size_t bytes) -> std::shared_ptr<void> {
+    int current = -1;
+    LB_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device) LB_CUDA_CHECK(cudaSetDevice(device));
+    return std::shared_ptr<void>(device_malloc(bytes, "a tensor"), [](void* p) { device_free(p); });
+  };
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
@@ -114,13 +125,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
   device_name_ = fmt::format("{}, sm_{}{}, {} SMs, {:.0f} GiB", prop.name, prop.major, prop.minor,
                              prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 
-  const int device = options_.device;
-  register_device_allocator(Device::CUDA, [device](size_t bytes) -> std::shared_ptr<void> {
-    int current = -1;
-    LB_CUDA_CHECK(cudaGetDevice(&current));
-    if (current != device) LB_CUDA_CHECK(cudaSetDevice(device));
-    return std::shared_ptr<void>(device_malloc(bytes, "a tensor"), [](void* p) { device_free(p); });
-  });
+  register_device_allocator(Device::CUDA, tensor_allocator(options_.device));
 
   make_lane(main_, lane_priority(true));
   try {

@@ -28,8 +28,8 @@
 #include "backend/backend.h"
 #include "backend/op_contracts.h"
 #include "backend/cuda/attention/attention_types.h"
+#include "backend/cuda/cuda_backend_options.h"
 
-#include <lingbot/options.h>
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -43,31 +43,16 @@ class Gemm;
 class Conv;
 class DeviceScratch;
 
-// The defaults are the engine's (include/lingbot/options.h: cuda_sync,
-// lane_priority, attention_kernel); the library reads no environment
-// variables (lingbot-map maps its LINGBOT_CUDA_* ones onto these).
-struct CudaBackendOptions {
-  int device = 0;
-  // TF32 tensor cores for the float32 matrix products and convolutions (the
-  // heads). Off: full float32 (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH).
-  bool allow_tf32 = true;
-  // Scheduling priority of the two lanes' streams (and of the kernels a
-  // graph captured from them): Equal, or the main lane's work first, with
-  // the side branch filling what the main work leaves idle.
-  enum class LanePriority { Equal, Main };
-  LanePriority lane_priority = LanePriority::Equal;
-  // Wait for the stream after every op and report the first failing op by
-  // name (debugging; defeats asynchrony).
-  bool sync_after_each_op = option_defaults::cuda_sync;
-  // What the automatic attention kernel choice picks on Hopper where a
-  // tensor-core kernel applies: Auto (WgmmaWs), Mma or WgmmaWs
-  // (attention/attention.h).
-  AttentionKernel attention_kernel = AttentionKernel::Auto;
-};
-
 // True when a CUDA device can be used (driver present, at least one GPU).
 // Never throws.
 bool device_available();
+// Why no CUDA device can be used ("" when one can), in the runtime's words.
+// Never throws.
+std::string device_unavailable_reason();
+
+// Device memory for lingbot::Tensor on Device::CUDA, on `device` (what the
+// backend registers with register_device_allocator when it is made).
+DeviceAllocator tensor_allocator(int device);
 
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 

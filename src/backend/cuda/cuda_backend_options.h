@@ -1,0 +1,34 @@
+// The CUDA backend's settings, in a header free of CUDA's: the code that
+// loads the backend as a module (backend/cuda_module.h) and the option
+// table (api/option_table.h) build them without the CUDA toolkit.
+#pragma once
+
+#include "backend/cuda/attention/attention_types.h"
+
+#include <lingbot/options.h>
+
+namespace lingbot::cuda {
+
+// The defaults are the engine's (include/lingbot/options.h: cuda_sync,
+// lane_priority, attention_kernel); the library reads no environment
+// variables (lingbot-map maps its LINGBOT_CUDA_* ones onto these).
+struct CudaBackendOptions {
+  int device = 0;
+  // TF32 tensor cores for the float32 matrix products and convolutions (the
+  // heads). Off: full float32 (CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH).
+  bool allow_tf32 = true;
+  // Scheduling priority of the two lanes' streams (and of the kernels a
+  // graph captured from them): Equal, or the main lane's work first, with
+  // the side branch filling what the main work leaves idle.
+  enum class LanePriority { Equal, Main };
+  LanePriority lane_priority = LanePriority::Equal;
+  // Wait for the stream after every op and report the first failing op by
+  // name (debugging; defeats asynchrony).
+  bool sync_after_each_op = option_defaults::cuda_sync;
+  // What the automatic attention kernel choice picks on Hopper where a
+  // tensor-core kernel applies: Auto (WgmmaWs), Mma or WgmmaWs
+  // (attention/attention.h).
+  AttentionKernel attention_kernel = AttentionKernel::Auto;
+};
+
+}  // namespace lingbot::cuda
