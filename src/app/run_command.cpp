@@ -5,14 +5,20 @@
 // not grow with the number of frames. At the end --out holds
 //   predictions.npz  pose_enc [S,9], depth [S,H,W,1], depth_conf [S,H,W],
 //                    world_points [S,H,W,3], extrinsic [S,3,4] (camera-to-world),
-//                    intrinsic [S,3,3], images [S,3,H,W] (upstream demo.py's keys)
+//                    intrinsic [S,3,3], images [S,3,H,W] (upstream demo.py's keys),
+//                    frames [S] (the input names, NumPy unicode)
 //   trajectory.txt   camera-to-world poses, TUM format
 //   points.ply       coloured points whose confidence exceeds --conf-threshold
+//   manifest.json    which run wrote which files
+// written as a transaction (run_outputs.h); a signal stops the run after the
+// frame in flight with valid outputs for the frames done (interrupt.h).
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
 #include "app/progress.h"
+#include "app/interrupt.h"
+#include "app/run_outputs.h"
 #include "core/log.h"
 #include "core/profiler.h"
 #include "checkpoint/checkpoint.h"
@@ -69,11 +75,18 @@ void add_run_command(CLI::App& app, RunArgs& a) {
       ->check(CLI::IsMember({"natural", "name", "mtime"}));
   cmd->add_option("--export", a.export_formats,
                   "At the end, `export` the result: colmap, nerfstudio, glb, depth, ply (comma-separated)");
+  CLI::Option* sky = cmd->add_option("--sky-masks", a.sky_masks,
+                                     "Precomputed sky masks (upstream's --sky_mask_dir; without DIR: "
+                                     "<images>_sky_masks): sky gets confidence 0 in points.ply and --export")
+                         ->expected(0, 1);
   add_engine_options(*cmd, a.engine,
                      {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Preprocess, OptionGroup::Cuda});
   // demo.py picks a keyframe interval for long inputs unless one was given.
   const CLI::Option* keyframe_interval = cmd->get_option("--keyframe-interval");
-  cmd->parse_complete_callback([&a, keyframe_interval] { a.keyframe_interval_given = keyframe_interval->count() > 0; });
+  cmd->parse_complete_callback([&a, keyframe_interval, sky] {
+    a.keyframe_interval_given = keyframe_interval->count() > 0;
+    a.sky_masks_given = sky->count() > 0;
+  });
 }
 
 namespace {
@@ -110,10 +123,26 @@ std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-// Per-frame outputs gathered into predictions.npz at the end.
-struct Outputs {
-  std::unique_ptr<io::ArraySpool> pose_enc, extrinsic, intrinsic, depth, depth_conf, points, images;
-};
+// The name predictions.npz records for a frame: the input file's name; a
+// video's frames are NNNNNN, as upstream demo.py extracts them
+// (<video>_frames/NNNNNN.jpg), which is also how its sky masks are named.
+std::string frame_name(const video::Frame& frame, bool from_folder) {
+  if (from_folder) return std::filesystem::path(frame.name).filename().string();
+  return fmt::format("{:06d}", frame.index);
+}
+
+// --sky-masks without a folder: upstream's default, beside the input.
+std::string default_sky_mask_dir(const RunArgs& a) {
+  namespace fs = std::filesystem;
+  if (!a.images.empty()) {
+    std::string dir = a.images;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "_sky_masks";
+  }
+  LB_CHECK(a.video != "-", "--sky-masks: give the folder (frames from stdin have no default)");
+  const fs::path video(a.video);
+  return (video.parent_path() / (video.stem().string() + "_frames_sky_masks")).string();
+}
 
 // Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
 // a streaming run of N > 320 frames was given no --keyframe-interval.
@@ -130,6 +159,11 @@ int run_run(const RunArgs& a) {
   if (!a.export_formats.empty()) {  // fail before the run, not after it
     io::parse_export_formats(a.export_formats, "--export");
     LB_CHECK(a.engine.options.dense, "--export needs the depth and points that --no-dense leaves out");
+  }
+  const std::string sky_masks = !a.sky_masks_given ? std::string() : a.sky_masks.empty() ? default_sky_mask_dir(a) : a.sky_masks;
+  if (!sky_masks.empty()) {
+    io::SkyMasks check(sky_masks);  // a missing folder fails here, before the model loads
+    LB_CHECK(a.engine.options.dense, "--sky-masks needs the depth confidence that --no-dense leaves out");
   }
   const ModelConfig config = load_config(a.engine);
   video::SourceOptions from;
@@ -157,6 +191,9 @@ int run_run(const RunArgs& a) {
              expected, options.keyframe_interval, expected);
   }
   make_output_dir(a.out);
+  // Before the model loads: a second run on this --out is refused at once.
+  RunOutputs outputs({a.out, H, W, options.keep_dense_outputs, a.conf_threshold, a.command_line, sky_masks});
+  InterruptHandlers interrupts;
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   StreamingModel model(*backend, weights, config, options);
@@ -167,21 +204,6 @@ int run_run(const RunArgs& a) {
            options.num_scale_frames, options.keyframe_interval,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
-  const std::string tmp = a.out + "/.lingbot-";
-  Outputs out;
-  out.pose_enc = std::make_unique<io::ArraySpool>("pose_enc", DType::F32, Shape{9}, tmp + "pose_enc");
-  out.extrinsic = std::make_unique<io::ArraySpool>("extrinsic", DType::F32, Shape{3, 4}, tmp + "extrinsic");
-  out.intrinsic = std::make_unique<io::ArraySpool>("intrinsic", DType::F32, Shape{3, 3}, tmp + "intrinsic");
-  std::unique_ptr<io::PlyWriter> ply;
-  if (options.keep_dense_outputs) {
-    out.depth = std::make_unique<io::ArraySpool>("depth", DType::F32, Shape{H, W, 1}, tmp + "depth");
-    out.depth_conf = std::make_unique<io::ArraySpool>("depth_conf", DType::F32, Shape{H, W}, tmp + "depth_conf");
-    out.points = std::make_unique<io::ArraySpool>("world_points", DType::F32, Shape{H, W, 3}, tmp + "world_points");
-    out.images = std::make_unique<io::ArraySpool>("images", DType::F32, Shape{3, H, W}, tmp + "images");
-    ply = std::make_unique<io::PlyWriter>(a.out + "/points.ply");
-  }
-  io::TumTrajectoryWriter trajectory(a.out + "/trajectory.txt");
-
   // Frames are kept only until their results come back (the scale phase
   // holds num_scale_frames of them), for the images array and point colours.
   std::deque<video::Frame> held;
@@ -189,35 +211,10 @@ int run_run(const RunArgs& a) {
   auto consume = [&](std::vector<FrameResult> results) {
     for (FrameResult& r : results) {
       const video::Frame& source_frame = held[static_cast<size_t>(r.index - first_held)];
-      const Tensor& frame = source_frame.image;
-      Tensor pe = Tensor::from_vector(std::vector<float>(r.pose_enc.begin(), r.pose_enc.end()), {9});
-      out.pose_enc->append(pe);
-      Tensor ext = Tensor::empty({3, 4}), intr = Tensor::empty({3, 3});
-      for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 4; ++j) ext.f32()[i * 4 + j] = static_cast<float>(r.camera.camera_to_world[i][j]);
-        for (int j = 0; j < 3; ++j) intr.f32()[i * 3 + j] = static_cast<float>(r.camera.intrinsic[i][j]);
-      }
-      out.extrinsic->append(ext);
-      out.intrinsic->append(intr);
-      trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
+      outputs.add(r, source_frame, frame_name(source_frame, !a.images.empty()));
       if (a.emit == "jsonl") {
         std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
         std::fflush(stdout);
-      }
-      if (ply) {
-        out.depth->append(r.depth.reshape({H, W, 1}));
-        out.depth_conf->append(r.depth_conf);
-        out.points->append(r.world_points);
-        out.images->append(frame);
-        const int64_t plane = static_cast<int64_t>(H) * W;
-        for (int64_t p = 0; p < plane; ++p) {
-          if (!(r.depth_conf.f32()[p] > a.conf_threshold)) continue;
-          const float* xyz = r.world_points.f32() + 3 * p;
-          auto c = [&](int ch) {
-            return static_cast<uint8_t>(std::lround(std::clamp(frame.f32()[ch * plane + p], 0.0f, 1.0f) * 255.0f));
-          };
-          ply->add(xyz[0], xyz[1], xyz[2], c(0), c(1), c(2));
-        }
       }
     }
     // Drop frames whose results are all out.
@@ -231,11 +228,17 @@ int run_run(const RunArgs& a) {
   Progress progress(static_cast<int>(std::max<int64_t>(expected, 0)), "frames");
   const auto t0 = std::chrono::steady_clock::now();
   int S = 0;
-  for (video::Frame frame; source->next(frame); ++S) {
+  // A signal stops the loop between frames; the frames the model still holds are finished below.
+  for (video::Frame frame; !InterruptHandlers::received() && source->next(frame); ++S) {
     held.push_back(std::move(frame));
     consume(model.push(held.back().image));
     progress.update(S + 1);
     if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model.cache_stats()));
+  }
+  const int stopped_by = InterruptHandlers::received();
+  if (stopped_by && S == 0) {
+    log_warn("{}: stopped before the first frame; nothing written", signal_name(stopped_by));
+    return 128 + stopped_by;
   }
   LB_CHECK(S > 0, "{}: no frames to reconstruct", source->description());
   source.reset();  // the decoder thread ends here
@@ -243,19 +246,20 @@ int run_run(const RunArgs& a) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.done();
 
-  io::NpzWriter npz(a.out + "/predictions.npz");
-  for (auto* spool : {&out.pose_enc, &out.depth, &out.depth_conf, &out.points, &out.extrinsic, &out.intrinsic,
-                      &out.images})
-    if (*spool) (*spool)->copy_into(npz);
-  npz.close();
-  trajectory.close();
-  if (ply) ply->finish();
-  log_info("{} frames in {:.2f} s ({:.2f} frames/s), peak RSS {:.0f} MB | {} | wrote {}/predictions.npz, "
-           "trajectory.txt{}",
-           S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out,
-           ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
+  const std::vector<std::string> written = outputs.finish(stopped_by ? signal_name(stopped_by) : std::string());
+  std::string files;
+  for (const std::string& f : written) files += (files.empty() ? "" : ", ") + f;
+  log_info("{}{} frames in {:.2f} s ({:.2f} frames/s), peak RSS {:.0f} MB | {} | wrote {}: {}{}",
+           stopped_by ? signal_name(stopped_by) + ": stopped after " : std::string(), outputs.frames(), seconds,
+           outputs.frames() / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out, files,
+           options.keep_dense_outputs ? fmt::format(" ({} points)", outputs.points()) : std::string());
   if (a.profile) std::printf("%s", Profiler::report().c_str());
-  if (!a.export_formats.empty()) return run_export(export_after_run(a));
+  if (stopped_by) return 128 + stopped_by;  // no --export of a run cut short
+  if (!a.export_formats.empty()) {
+    ExportArgs e = export_after_run(a);
+    e.sky_masks = sky_masks;
+    return run_export(e);
+  }
   return 0;
 }
 

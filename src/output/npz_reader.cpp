@@ -3,6 +3,7 @@
 #include "core/mapped_file.h"
 #include "checkpoint/zip_archive.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace lingbot::io {
@@ -73,12 +74,49 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
       ++i;
     }
   }
-  const DType dtype = dtype_of_descr(descr, name);
+  // NumPy unicode strings '<Un': n UTF-32 code units each, read as int32 [..., n].
+  const bool strings = descr.size() > 2 && descr.compare(0, 2, "<U") == 0;
+  if (strings) {
+    const long long units = std::strtoll(descr.c_str() + 2, nullptr, 10);
+    LB_CHECK(units > 0 && units < (1 << 20), "{}: malformed descr '{}'", name, descr);
+    shape.push_back(units);
+  }
+  const DType dtype = strings ? DType::I32 : dtype_of_descr(descr, name);
   Tensor t = Tensor::empty(shape, dtype);
   LB_CHECK(offset + header_len + t.nbytes() <= size, "{}: {} bytes of data, shape {} needs {}", name,
            size - offset - header_len, shape_str(shape), t.nbytes());
   std::memcpy(t.data(), data + offset + header_len, t.nbytes());
   return t;
+}
+
+std::vector<std::string> decode_strings(const Tensor& t, const std::string& name) {
+  LB_CHECK(t.dtype() == DType::I32 && t.shape().size() == 2, "{}: not a 1-D array of strings", name);
+  std::vector<std::string> out;
+  const int64_t n = t.shape()[1];
+  for (int64_t i = 0; i < t.shape()[0]; ++i) {
+    std::string s;
+    for (int64_t k = 0; k < n; ++k) {
+      const auto cp = static_cast<uint32_t>(t.data_as<int32_t>()[i * n + k]);
+      if (cp == 0) break;
+      if (cp < 0x80) {
+        s += static_cast<char>(cp);
+      } else if (cp < 0x800) {
+        s += static_cast<char>(0xc0 | (cp >> 6));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      } else if (cp < 0x10000) {
+        s += static_cast<char>(0xe0 | (cp >> 12));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      } else {
+        s += static_cast<char>(0xf0 | (cp >> 18));
+        s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
 }
 
 std::map<std::string, Tensor> read_npz(const std::string& path) {
