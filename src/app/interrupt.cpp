@@ -40,7 +40,11 @@ InterruptHandlers::InterruptHandlers() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // reads and writes in flight carry on; the loop checks between frames
-  for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &previous[i]);
+  for (int i = 0; i < 3; ++i) {
+    sigaction(kSignals[i], nullptr, &previous[i]);
+    // An ignored signal stays ignored: `nohup` must keep a hangup from stopping the run.
+    if (previous[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &sa, nullptr);
+  }
 }
 
 InterruptHandlers::~InterruptHandlers() {
