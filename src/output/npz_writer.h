@@ -72,8 +72,8 @@ class ArraySpool {
   uint64_t data_bytes() const;
   // Adds the array [items, item_shape...] to `npz`.
   void copy_into(NpzWriter& npz);
-  // Moves the data to `fd` at `offset` back to front, one chunk (one item,
-  // at least 1 MiB) at a time, truncating the spool behind each chunk, so the
+  // Moves the data to `fd` at `offset` back to front, one chunk (as many
+  // whole items as fit in 1 MiB, at least one) at a time, truncating the spool behind each chunk, so the
   // disk never holds more than one chunk twice. Returns the data's CRC-32.
   // The spool is empty afterwards.
   uint32_t move_to(int fd, uint64_t offset, const std::string& target);
