@@ -1,6 +1,7 @@
 #include "output/output_lock.h"
 
 #include "core/error.h"
+#include "output/temporary_files.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -56,10 +57,12 @@ OutputLock::OutputLock(const std::string& dir, const std::string& flag) : path_(
     fd_ = -1;
     fail("{} {}: cannot write the lock file {}: {}", flag, dir, path_, std::strerror(e));
   }
+  register_temporary(path_);  // a second Ctrl-C removes it on its way out
 }
 
 OutputLock::~OutputLock() {
   if (fd_ < 0) return;
+  unregister_temporary(path_);
   unlink(path_.c_str());
   close(fd_);  // releases the flock
 }

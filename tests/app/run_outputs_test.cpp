@@ -148,6 +148,20 @@ TEST(RunOutputs, EachSignalStopsTheRunWithWholeOutputs) {
   }
 }
 
+// A second Ctrl-C stops at once: no outputs, no temporaries, no lock file left.
+TEST(RunOutputs, ASecondSignalStopsAtOnceLeavingNothing) {
+  const std::string out = temp("second_signal");
+  std::string flags = model_flags();  // 518-pixel frames: the frame in flight outlasts the 10 ms between the signals
+  flags.replace(flags.find("--image-size 126"), 16, "--image-size 518");
+  const Result r = shell(kPython + " " + kTools + "/interrupt_run.py SIGINT 1 --twice " + kCli + " -q run " + flags +
+                         " --images " + courthouse() + " --emit jsonl --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json run = last_json_line(r);
+  ASSERT_FALSE(run["ended_before_signal"].get<bool>()) << run;
+  EXPECT_EQ(run["status"], 130) << run;
+  EXPECT_TRUE(fs::is_empty(out)) << run;
+}
+
 // A --no-dense re-run into a dense run's folder leaves no points.ply of the
 // earlier run behind, and says so.
 TEST(RunOutputs, ANoDenseRerunRemovesTheEarlierPointCloud) {
