@@ -162,6 +162,24 @@ TEST(RunOutputs, ASecondSignalStopsAtOnceLeavingNothing) {
   EXPECT_TRUE(fs::is_empty(out)) << run;
 }
 
+// A lock file and temporaries left by a run that was killed (SIGKILL: no
+// cleanup) are taken over and removed, each with a log line.
+TEST(RunOutputs, ADeadRunsLockAndTemporariesAreTakenOver) {
+  const std::string out = temp("stale_lock");
+  fs::create_directories(out);
+  const Result dead = shell("sh -c 'echo $$'");  // a pid that has exited
+  ASSERT_EQ(dead.status, 0);
+  const std::string pid = dead.output.substr(0, dead.output.find('\n'));
+  std::ofstream(out + "/.lingbot.lock") << pid << "\n";
+  std::ofstream(out + "/.lingbot-" + pid + "-0badf00d-world_points") << "half a spool";
+  const Result r = shell(kCli + " run " + model_flags() + " --images " + courthouse() + " --first-k 3 --out " + out + " 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("took over the lock of run " + pid + ", which is no longer running"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("removing .lingbot-" + pid + "-0badf00d-world_points"), std::string::npos) << r.output;
+  expect_whole(check_outputs(out), 3);
+}
+
 // A --no-dense re-run into a dense run's folder leaves no points.ply of the
 // earlier run behind, and says so.
 TEST(RunOutputs, ANoDenseRerunRemovesTheEarlierPointCloud) {
