@@ -162,8 +162,15 @@ int run_run(const RunArgs& a) {
   }
   const std::string sky_masks = !a.sky_masks_given ? std::string() : a.sky_masks.empty() ? default_sky_mask_dir(a) : a.sky_masks;
   if (!sky_masks.empty()) {
-    io::SkyMasks check(sky_masks);  // a missing folder fails here, before the model loads
     LB_CHECK(a.engine.options.dense, "--sky-masks needs the depth confidence that --no-dense leaves out");
+    // A missing folder or, for --images, a missing mask fails here, before the model loads.
+    const io::SkyMasks masks(sky_masks);
+    if (!a.images.empty()) {
+      video::FrameSelector selector(1, a.stride, a.first_k);  // the frames the run will use
+      const std::vector<std::string> paths = io::list_images(a.images, io::parse_frame_order(a.sort));
+      for (size_t i = 0; i < paths.size() && !selector.done(); ++i)
+        if (selector.keep(static_cast<int64_t>(i))) masks.mask_path(std::filesystem::path(paths[i]).filename().string());
+    }
   }
   const ModelConfig config = load_config(a.engine);
   video::SourceOptions from;

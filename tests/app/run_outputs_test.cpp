@@ -327,6 +327,10 @@ TEST(RunOutputs, SkyMasksRemoveTheSkyFromEveryPointCloud) {
   EXPECT_EQ(ply_points(dir + "/unmasked/points.ply"), below_sky + in_sky);
 
   fs::remove(images + "_sky_masks/1.png");
+  r = shell(run_images(images, dir + "/not_run", "--sky-masks") + " 2>&1");  // refused before the model loads
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output.rfind("error: --sky-masks " + images + "_sky_masks: no mask for frame '1.png'", 0), 0u) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/not_run"));
   r = shell(kCli + " export " + out + " --format ply --sky-masks " + images + "_sky_masks --out " + dir + "/missing");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_EQ(r.output.rfind("error: --sky-masks ", 0), 0u) << r.output;
