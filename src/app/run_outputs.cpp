@@ -84,6 +84,7 @@ RunOutputs::RunOutputs(RunOutputSettings settings)
     pose_enc_ = std::make_unique<io::ArraySpool>("pose_enc", DType::F32, Shape{9}, temp("pose_enc"));
     extrinsic_ = std::make_unique<io::ArraySpool>("extrinsic", DType::F32, Shape{3, 4}, temp("extrinsic"));
     intrinsic_ = std::make_unique<io::ArraySpool>("intrinsic", DType::F32, Shape{3, 3}, temp("intrinsic"));
+    if (s_.frame_types) frame_type_ = std::make_unique<io::ArraySpool>("frame_type", DType::U8, Shape{}, temp("frame_type"));
     if (s_.dense) {
       depth_ = std::make_unique<io::ArraySpool>("depth", DType::F32, Shape{H, W, 1}, temp("depth"));
       depth_conf_ = std::make_unique<io::ArraySpool>("depth_conf", DType::F32, Shape{H, W}, temp("depth_conf"));
@@ -114,6 +115,7 @@ RunOutputs::~RunOutputs() {
   depth_conf_.reset();
   points_.reset();
   images_.reset();
+  frame_type_.reset();
   ply_.reset();
   trajectory_.reset();
   drop_temporaries();
@@ -166,17 +168,25 @@ void RunOutputs::add(const FrameResult& r, const video::Frame& source_frame, con
   }
 }
 
-std::vector<std::string> RunOutputs::finish(const std::string& interrupted_by) {
+void RunOutputs::add_frame_type(uint8_t type) {
+  LB_CHECK(frame_type_, "RunOutputs: add_frame_type() without settings.frame_types");
+  Tensor t = Tensor::empty({}, DType::U8);
+  t.data_as<uint8_t>()[0] = type;
+  frame_type_->append(t);
+}
+
+std::vector<std::string> RunOutputs::finish(const std::string& interrupted_by, std::vector<io::NpzMember> extra) {
   trajectory_->close();
   if (ply_) ply_->finish();
   std::vector<io::NpzMember> members;
   for (io::ArraySpool* spool : {pose_enc_.get(), depth_.get(), depth_conf_.get(), points_.get(), extrinsic_.get(),
-                                intrinsic_.get(), images_.get()})
+                                intrinsic_.get(), images_.get(), frame_type_.get()})
     if (spool) members.push_back({spool->name(), spool, {}});
   members.push_back({"frames", nullptr, io::npy_strings(names_)});
+  for (io::NpzMember& m : extra) members.push_back(std::move(m));
   const std::string& npz = finals_.back().first;
   io::write_npz_moving_spools(npz, members, s_.dir + "/predictions.npz");
-  for (auto* spool : {&pose_enc_, &extrinsic_, &intrinsic_, &depth_, &depth_conf_, &points_, &images_})
+  for (auto* spool : {&pose_enc_, &extrinsic_, &intrinsic_, &depth_, &depth_conf_, &points_, &images_, &frame_type_})
     spool->reset();  // empty now; their files go
 
   // Everything is complete: into place. The earlier manifest goes first, so a

@@ -38,6 +38,7 @@ struct RunOutputSettings {
   double conf_threshold = 1.5;
   std::vector<std::string> command_line;  // for the manifest
   std::string sky_masks;                  // a folder of masks applied to points.ply, or empty
+  bool frame_types = false;               // a per-frame uint8 `frame_type` array (windowed mode, as upstream)
 };
 
 class RunOutputs {
@@ -50,14 +51,18 @@ class RunOutputs {
   // One finished frame. `name`: the frame's input name for predictions.npz's
   // `frames` (the file's name, or NNNNNN for a video).
   void add(const FrameResult& r, const video::Frame& frame, const std::string& name);
+  // With settings.frame_types: the frame's type, once per add(), for `frame_type`.
+  void add_frame_type(uint8_t type);
 
   int64_t frames() const { return static_cast<int64_t>(names_.size()); }
   int64_t points() const { return ply_ ? ply_->points() : 0; }
 
   // Completes every file and renames it into place, removes stale files of
   // an earlier run, writes manifest.json. `interrupted_by`: a signal's name,
-  // or empty. Returns the names written, for the log.
-  std::vector<std::string> finish(const std::string& interrupted_by);
+  // or empty. `extra`: whole arrays known only at the end (e.g. windowed
+  // mode's chunk_scales), appended to predictions.npz. Returns the names
+  // written, for the log.
+  std::vector<std::string> finish(const std::string& interrupted_by, std::vector<io::NpzMember> extra = {});
 
  private:
   std::string temp(const std::string& name);  // a registered temporary in dir
@@ -69,7 +74,7 @@ class RunOutputs {
   std::optional<io::SkyMasks> sky_masks_;
   std::vector<std::string> temporaries_;
   std::vector<std::pair<std::string, std::string>> finals_;  // temporary -> final name, in renaming order
-  std::unique_ptr<io::ArraySpool> pose_enc_, extrinsic_, intrinsic_, depth_, depth_conf_, points_, images_;
+  std::unique_ptr<io::ArraySpool> pose_enc_, extrinsic_, intrinsic_, depth_, depth_conf_, points_, images_, frame_type_;
   std::unique_ptr<io::PlyWriter> ply_;
   std::unique_ptr<io::TumTrajectoryWriter> trajectory_;
   std::vector<std::string> names_;

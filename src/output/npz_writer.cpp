@@ -147,6 +147,13 @@ std::string npy_header(DType dtype, const Shape& shape) {
   return h + dict;
 }
 
+std::string npy_file(const Tensor& t) {
+  LB_CHECK(t.is_cpu(), "npy: the tensor must be on the cpu");
+  std::string npy = npy_header(t.dtype(), t.shape());
+  npy.append(static_cast<const char*>(t.data()), t.nbytes());
+  return npy;
+}
+
 std::string npy_strings(const std::vector<std::string>& utf8) {
   // UTF-8 -> code points; a malformed byte stands for itself (names come from the file system).
   std::vector<std::vector<uint32_t>> decoded;

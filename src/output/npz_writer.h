@@ -90,6 +90,9 @@ class ArraySpool {
 // The .npy header of an array (magic, version 1.0, dict, padding to 64 bytes).
 std::string npy_header(DType dtype, const Shape& shape);
 
+// A whole .npy file of a CPU tensor (header and data), e.g. for NpzMember::npy.
+std::string npy_file(const Tensor& t);
+
 // A whole .npy file of NumPy unicode strings ('<U{longest}', UTF-32; what
 // np.array(list_of_str) saves), from UTF-8 text. Our npz reader returns such
 // an array as int32 code points [..., longest] (npz_reader.h).
