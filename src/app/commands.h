@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace lingbot {
 
@@ -44,6 +45,9 @@ struct RunArgs {
   std::string emit;          // "jsonl": one JSON line per finished frame on stdout
   std::string sort = "natural";  // frame order in --images: natural, name or mtime
   std::string export_formats;  // --export: as `export --format`, run on --out at the end
+  std::string sky_masks;       // --sky-masks DIR (empty with sky_masks_given: upstream's default folder)
+  bool sky_masks_given = false;
+  std::vector<std::string> command_line;  // argv, for manifest.json
   bool profile = false;  // LINGBOT_PROFILE: print the stage times at the end
 };
 void add_run_command(CLI::App& app, RunArgs& args);
@@ -74,6 +78,7 @@ struct ExportArgs {
   int downsample = 1;
   int64_t max_points = 0;
   std::string frames;  // "A:B"
+  std::string sky_masks;  // --sky-masks DIR: confidence 0 where the masks say sky
 };
 void add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);

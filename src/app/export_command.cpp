@@ -5,8 +5,10 @@
 #include "app/flag_checks.h"
 #include "core/log.h"
 #include "output/exporters.h"
+#include "output/sky_masks.h"
 
 #include <filesystem>
+#include <optional>
 
 namespace lingbot {
 
@@ -34,6 +36,9 @@ void add_export_command(CLI::App& app, ExportArgs& a) {
   cmd->add_option("--format", a.formats, "colmap, nerfstudio, glb, depth, ply (comma-separated)")->required();
   cmd->add_option("--out", a.out, "Output folder (default: RESULT_DIR)");
   cmd->add_flag("--text", a.text, "colmap: write the .txt model instead of .bin");
+  cmd->add_option("--sky-masks", a.sky_masks,
+                  "Precomputed sky masks, one per frame named as its input (upstream's --sky_mask_dir): "
+                  "sky gets confidence 0 in every format");
   add_point_options(*cmd, a);
 }
 
@@ -70,7 +75,14 @@ ExportArgs export_after_run(const RunArgs& run) {
 
 int run_export(const ExportArgs& a) {
   io::parse_export_formats(a.formats);  // a typo fails before the (large) npz is read
-  const io::Predictions p = io::load_predictions(a.result_dir);
+  std::optional<io::SkyMasks> sky;
+  if (!a.sky_masks.empty()) sky.emplace(a.sky_masks);  // a missing folder fails before the npz is read
+  io::Predictions p = io::load_predictions(a.result_dir);
+  if (sky) {
+    const int64_t pixels = io::apply_sky_masks(*sky, p);
+    log_info("--sky-masks {}: {} of {} pixels are sky (confidence 0)", a.sky_masks, pixels,
+             int64_t{p.frames} * p.height * p.width);
+  }
   const io::ExportOptions o = export_options(a, p);
   const io::ExportSummary s = io::export_predictions(p, o);
   std::string formats;

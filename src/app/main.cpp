@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   add_inspect_command(app, inspect);
   RunArgs run;
   add_run_command(app, run);
+  run.command_line.assign(argv, argv + argc);
   BenchArgs bench;
   add_bench_command(app, bench);
   ExportArgs export_args;

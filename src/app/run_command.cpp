@@ -5,14 +5,20 @@
 // not grow with the number of frames. At the end --out holds
 //   predictions.npz  pose_enc [S,9], depth [S,H,W,1], depth_conf [S,H,W],
 //                    world_points [S,H,W,3], extrinsic [S,3,4] (camera-to-world),
-//                    intrinsic [S,3,3], images [S,3,H,W] (upstream demo.py's keys)
+//                    intrinsic [S,3,3], images [S,3,H,W] (upstream demo.py's keys),
+//                    frames [S] (the input names, NumPy unicode)
 //   trajectory.txt   camera-to-world poses, TUM format
 //   points.ply       coloured points whose confidence exceeds --conf-threshold
+//   manifest.json    which run wrote which files
+// written as a transaction (run_outputs.h); a signal stops the run after the
+// frame in flight with valid outputs for the frames done (interrupt.h).
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
 #include "app/progress.h"
+#include "app/interrupt.h"
+#include "app/run_outputs.h"
 #include "core/log.h"
 #include "core/profiler.h"
 #include "checkpoint/checkpoint.h"
@@ -70,11 +76,18 @@ void add_run_command(CLI::App& app, RunArgs& a) {
       ->check(CLI::IsMember({"natural", "name", "mtime"}));
   cmd->add_option("--export", a.export_formats,
                   "At the end, `export` the result: colmap, nerfstudio, glb, depth, ply (comma-separated)");
+  CLI::Option* sky = cmd->add_option("--sky-masks", a.sky_masks,
+                                     "Precomputed sky masks (upstream's --sky_mask_dir; without DIR: "
+                                     "<images>_sky_masks): sky gets confidence 0 in points.ply and --export")
+                         ->expected(0, 1);
   add_engine_options(*cmd, a.engine,
                      {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Preprocess, OptionGroup::Cuda});
   // demo.py picks a keyframe interval for long inputs unless one was given.
   const CLI::Option* keyframe_interval = cmd->get_option("--keyframe-interval");
-  cmd->parse_complete_callback([&a, keyframe_interval] { a.keyframe_interval_given = keyframe_interval->count() > 0; });
+  cmd->parse_complete_callback([&a, keyframe_interval, sky] {
+    a.keyframe_interval_given = keyframe_interval->count() > 0;
+    a.sky_masks_given = sky->count() > 0;
+  });
 }
 
 namespace {
@@ -111,15 +124,30 @@ std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
   return line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
-// Per-frame outputs gathered into predictions.npz at the end.
-struct Outputs {
-  std::unique_ptr<io::ArraySpool> pose_enc, extrinsic, intrinsic, depth, depth_conf, points, images;
-  std::unique_ptr<io::ArraySpool> frame_type;  // windowed mode only, as upstream
-};
+// The name predictions.npz records for a frame: the input file's name; a
+// video's frames are NNNNNN, as upstream demo.py extracts them
+// (<video>_frames/NNNNNN.jpg), which is also how its sky masks are named.
+std::string frame_name(const video::Frame& frame, bool from_folder) {
+  if (from_folder) return std::filesystem::path(frame.name).filename().string();
+  return fmt::format("{:06d}", frame.index);
+}
+
+// --sky-masks without a folder: upstream's default, beside the input.
+std::string default_sky_mask_dir(const RunArgs& a) {
+  namespace fs = std::filesystem;
+  if (!a.images.empty()) {
+    std::string dir = a.images;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "_sky_masks";
+  }
+  LB_CHECK(a.video != "-", "--sky-masks: give the folder (frames from stdin have no default)");
+  const fs::path video(a.video);
+  return (video.parent_path() / (video.stem().string() + "_frames_sky_masks")).string();
+}
 
 // Windowed mode's per-window alignment, as upstream's chunk_scales [W] and
 // chunk_transforms [W, 4, 4] ([s R | t] without s: R and t, bottom row 0 0 0 1).
-void add_window_alignments(io::NpzWriter& npz, const std::vector<Similarity>& windows) {
+std::vector<io::NpzMember> window_alignments(const std::vector<Similarity>& windows) {
   const int64_t n = static_cast<int64_t>(windows.size());
   Tensor scales = Tensor::empty({n}), transforms = Tensor::empty({n, 4, 4});
   for (int64_t w = 0; w < n; ++w) {
@@ -133,8 +161,7 @@ void add_window_alignments(io::NpzWriter& npz, const std::vector<Similarity>& wi
     T[12] = T[13] = T[14] = 0.0f;
     T[15] = 1.0f;
   }
-  npz.add("chunk_scales", scales);
-  npz.add("chunk_transforms", transforms);
+  return {{"chunk_scales", nullptr, io::npy_file(scales)}, {"chunk_transforms", nullptr, io::npy_file(transforms)}};
 }
 
 // Upstream demo.py keeps every ceil(N / 320)-th frame in the KV cache when
@@ -169,6 +196,18 @@ int run_run(const RunArgs& a) {
     io::parse_export_formats(a.export_formats, "--export");
     LB_CHECK(a.engine.options.dense, "--export needs the depth and points that --no-dense leaves out");
   }
+  const std::string sky_masks = !a.sky_masks_given ? std::string() : a.sky_masks.empty() ? default_sky_mask_dir(a) : a.sky_masks;
+  if (!sky_masks.empty()) {
+    LB_CHECK(a.engine.options.dense, "--sky-masks needs the depth confidence that --no-dense leaves out");
+    // A missing folder or, for --images, a missing mask fails here, before the model loads.
+    const io::SkyMasks masks(sky_masks);
+    if (!a.images.empty()) {
+      video::FrameSelector selector(1, a.stride, a.first_k);  // the frames the run will use
+      const std::vector<std::string> paths = io::list_images(a.images, io::parse_frame_order(a.sort));
+      for (size_t i = 0; i < paths.size() && !selector.done(); ++i)
+        if (selector.keep(static_cast<int64_t>(i))) masks.mask_path(std::filesystem::path(paths[i]).filename().string());
+    }
+  }
   const ModelConfig config = load_config(a.engine);
   video::SourceOptions from;
   from.images = a.images;
@@ -195,6 +234,10 @@ int run_run(const RunArgs& a) {
              expected, options.keyframe_interval, expected);
   }
   make_output_dir(a.out);
+  // Before the model loads: a second run on this --out is refused at once.
+  RunOutputs outputs({a.out, H, W, options.keep_dense_outputs, a.conf_threshold, a.command_line, sky_masks,
+                      options.windowed});
+  InterruptHandlers interrupts;
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   std::unique_ptr<FrameStream> model = make_frame_stream(*backend, weights, config, options);
@@ -210,22 +253,6 @@ int run_run(const RunArgs& a) {
                     : std::string(),
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
-  const std::string tmp = a.out + "/.lingbot-";
-  Outputs out;
-  out.pose_enc = std::make_unique<io::ArraySpool>("pose_enc", DType::F32, Shape{9}, tmp + "pose_enc");
-  out.extrinsic = std::make_unique<io::ArraySpool>("extrinsic", DType::F32, Shape{3, 4}, tmp + "extrinsic");
-  out.intrinsic = std::make_unique<io::ArraySpool>("intrinsic", DType::F32, Shape{3, 3}, tmp + "intrinsic");
-  if (windowed) out.frame_type = std::make_unique<io::ArraySpool>("frame_type", DType::U8, Shape{}, tmp + "frame_type");
-  std::unique_ptr<io::PlyWriter> ply;
-  if (options.keep_dense_outputs) {
-    out.depth = std::make_unique<io::ArraySpool>("depth", DType::F32, Shape{H, W, 1}, tmp + "depth");
-    out.depth_conf = std::make_unique<io::ArraySpool>("depth_conf", DType::F32, Shape{H, W}, tmp + "depth_conf");
-    out.points = std::make_unique<io::ArraySpool>("world_points", DType::F32, Shape{H, W, 3}, tmp + "world_points");
-    out.images = std::make_unique<io::ArraySpool>("images", DType::F32, Shape{3, H, W}, tmp + "images");
-    ply = std::make_unique<io::PlyWriter>(a.out + "/points.ply");
-  }
-  io::TumTrajectoryWriter trajectory(a.out + "/trajectory.txt");
-
   // Frames are kept only until their results come back (the scale phase
   // holds num_scale_frames of them), for the images array and point colours.
   std::deque<video::Frame> held;
@@ -233,40 +260,11 @@ int run_run(const RunArgs& a) {
   auto consume = [&](std::vector<FrameResult> results) {
     for (FrameResult& r : results) {
       const video::Frame& source_frame = held[static_cast<size_t>(r.index - first_held)];
-      const Tensor& frame = source_frame.image;
-      Tensor pe = Tensor::from_vector(std::vector<float>(r.pose_enc.begin(), r.pose_enc.end()), {9});
-      out.pose_enc->append(pe);
-      Tensor ext = Tensor::empty({3, 4}), intr = Tensor::empty({3, 3});
-      for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 4; ++j) ext.f32()[i * 4 + j] = static_cast<float>(r.camera.camera_to_world[i][j]);
-        for (int j = 0; j < 3; ++j) intr.f32()[i * 3 + j] = static_cast<float>(r.camera.intrinsic[i][j]);
-      }
-      out.extrinsic->append(ext);
-      out.intrinsic->append(intr);
-      if (out.frame_type) {
-        Tensor type = Tensor::empty({}, DType::U8);
-        type.data_as<uint8_t>()[0] = static_cast<uint8_t>(r.role);
-        out.frame_type->append(type);
-      }
-      trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
+      outputs.add(r, source_frame, frame_name(source_frame, !a.images.empty()));
+      if (windowed) outputs.add_frame_type(static_cast<uint8_t>(r.role));
       if (a.emit == "jsonl") {
         std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
         std::fflush(stdout);
-      }
-      if (ply) {
-        out.depth->append(r.depth.reshape({H, W, 1}));
-        out.depth_conf->append(r.depth_conf);
-        out.points->append(r.world_points);
-        out.images->append(frame);
-        const int64_t plane = static_cast<int64_t>(H) * W;
-        for (int64_t p = 0; p < plane; ++p) {
-          if (!(r.depth_conf.f32()[p] > a.conf_threshold)) continue;
-          const float* xyz = r.world_points.f32() + 3 * p;
-          auto c = [&](int ch) {
-            return static_cast<uint8_t>(std::lround(std::clamp(frame.f32()[ch * plane + p], 0.0f, 1.0f) * 255.0f));
-          };
-          ply->add(xyz[0], xyz[1], xyz[2], c(0), c(1), c(2));
-        }
       }
     }
     // Drop frames whose results are all out.
@@ -281,12 +279,18 @@ int run_run(const RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   int S = 0;
   bool long_stream_warned = false;
-  for (video::Frame frame; source->next(frame); ++S) {
+  // A signal stops the loop between frames; the frames the model still holds are finished below.
+  for (video::Frame frame; !InterruptHandlers::received() && source->next(frame); ++S) {
     held.push_back(std::move(frame));
     consume(model->push(held.back().image));
     progress.update(S + 1);
     warn_when_specials_pile_up(*model, S, long_stream_warned);
     if (a.engine.kv_stats) log_info("frame {}: {}", S, kv::format_stats(model->cache_stats()));
+  }
+  const int stopped_by = InterruptHandlers::received();
+  if (stopped_by && S == 0) {
+    log_warn("{}: stopped before the first frame; nothing written", signal_name(stopped_by));
+    return 128 + stopped_by;
   }
   LB_CHECK(S > 0, "{}: no frames to reconstruct", source->description());
   source.reset();  // the decoder thread ends here
@@ -294,20 +298,21 @@ int run_run(const RunArgs& a) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   progress.done();
 
-  io::NpzWriter npz(a.out + "/predictions.npz");
-  for (auto* spool : {&out.pose_enc, &out.depth, &out.depth_conf, &out.points, &out.extrinsic, &out.intrinsic,
-                      &out.images, &out.frame_type})
-    if (*spool) (*spool)->copy_into(npz);
-  if (windowed) add_window_alignments(npz, windowed->alignments());
-  npz.close();
-  trajectory.close();
-  if (ply) ply->finish();
-  log_info("{} frames in {:.2f} s ({:.2f} frames/s), peak RSS {:.0f} MB | {} | wrote {}/predictions.npz, "
-           "trajectory.txt{}",
-           S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model->cache_stats()), a.out,
-           ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
+  const std::vector<std::string> written = outputs.finish(stopped_by ? signal_name(stopped_by) : std::string(),
+                     windowed ? window_alignments(windowed->alignments()) : std::vector<io::NpzMember>{});
+  std::string files;
+  for (const std::string& f : written) files += (files.empty() ? "" : ", ") + f;
+  log_info("{}{} frames in {:.2f} s ({:.2f} frames/s), peak RSS {:.0f} MB | {} | wrote {}: {}{}",
+           stopped_by ? signal_name(stopped_by) + ": stopped after " : std::string(), outputs.frames(), seconds,
+           outputs.frames() / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model->cache_stats()), a.out, files,
+           options.keep_dense_outputs ? fmt::format(" ({} points)", outputs.points()) : std::string());
   if (a.profile) std::printf("%s", Profiler::report().c_str());
-  if (!a.export_formats.empty()) return run_export(export_after_run(a));
+  if (stopped_by) return 128 + stopped_by;  // no --export of a run cut short
+  if (!a.export_formats.empty()) {
+    ExportArgs e = export_after_run(a);
+    e.sky_masks = sky_masks;
+    return run_export(e);
+  }
   return 0;
 }
 

@@ -7,15 +7,17 @@
 
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 namespace lingbot::io {
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  // The process id keeps two exports into one folder from sharing a temporary file.
+  // The process id and a random number keep two writers of one folder (two
+  // processes, or two AtomicFiles of one) from sharing a temporary file.
   const size_t slash = path_.rfind('/');
   const std::string dir = slash == std::string::npos ? std::string() : path_.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  temp_path_ = dir + "." + base + ".tmp" + std::to_string(getpid());
+  temp_path_ = dir + "." + base + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
   file_ = std::fopen(temp_path_.c_str(), "wb");
   if (!file_) fail("{}: cannot create: {}", path_, std::strerror(errno));
 }

@@ -31,7 +31,8 @@ void write_depth_images(const Predictions& p, const std::vector<std::string>& fr
     const float* d = p.depth.f32() + plane * f;
     const float* c = p.depth_conf.f32() + plane * f;
     for (int64_t i = 0; i < plane; ++i) {
-      depth[static_cast<size_t>(i)] = depth_to_png16(d[i]);
+      // Confidence 0 only comes from a sky mask (the model's is > 1): no depth there.
+      depth[static_cast<size_t>(i)] = c[i] == 0 ? 0 : depth_to_png16(d[i]);
       conf[static_cast<size_t>(i)] = confidence_to_png8(c[i]);
     }
     const std::string& name = frame_names[static_cast<size_t>(f)];

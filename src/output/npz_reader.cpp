@@ -78,7 +78,15 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   descr = descr.substr(1, descr.size() - 2);
   LB_CHECK(dict_value(header, "fortran_order", name) == "False", "{}: Fortran-order arrays are not supported", name);
   const std::string shape_text = dict_value(header, "shape", name);
-  const DType dtype = dtype_of_descr(descr, name);
+  // NumPy unicode strings '<Un': n UTF-32 code units each, read as int32 [..., n].
+  int64_t string_units = 0;
+  if (descr.size() > 2 && descr.compare(0, 2, "<U") == 0) {
+    const auto [end, ec] = std::from_chars(descr.data() + 2, descr.data() + descr.size(), string_units);
+    LB_CHECK(ec == std::errc() && end == descr.data() + descr.size() && string_units > 0 &&
+                 string_units < (int64_t{1} << 20),
+             "{}: malformed descr '{}'", name, printable(descr));
+  }
+  const DType dtype = string_units > 0 ? DType::I32 : dtype_of_descr(descr, name);
   // The size the shape needs, checked against the data before anything is
   // allocated (a damaged header may declare any shape; found by fuzz_npz).
   const size_t available = size - offset - header_len;
@@ -100,6 +108,11 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
     } else {
       ++i;
     }
+  }
+  if (string_units > 0) {
+    shape.push_back(string_units);
+    LB_CHECK(!__builtin_mul_overflow(numel, string_units, &numel), "{}: npy shape ({}) has too many elements", name,
+             printable(shape_text));
   }
   const uint64_t needed = static_cast<uint64_t>(numel) * dtype_size(dtype);
   LB_CHECK(numel <= static_cast<int64_t>(available) && needed <= available, "{}: {} bytes of data, shape {} needs {}",

@@ -6,8 +6,9 @@
 // Entries always carry ZIP64 sizes, so arrays and archives may exceed 4 GB.
 //
 // ArraySpool collects an array frame by frame in a temporary file when
-// several arrays grow together (depth, confidence, points, ...) and copies it
-// into the archive at the end.
+// several arrays grow together (depth, confidence, points, ...);
+// write_npz_moving_spools() then moves the spools into an archive without
+// ever holding two copies of the data on disk.
 #pragma once
 
 #include "core/tensor.h"
@@ -65,8 +66,17 @@ class ArraySpool {
 
   void append(const Tensor& item);  // shape item_shape, dtype
   int64_t items() const { return items_; }
+  const std::string& name() const { return name_; }
+  // The .npy header of the array [items, item_shape...] and its data size.
+  std::string npy_header() const;
+  uint64_t data_bytes() const;
   // Adds the array [items, item_shape...] to `npz`.
   void copy_into(NpzWriter& npz);
+  // Moves the data to `fd` at `offset` back to front, one chunk (as many
+  // whole items as fit in 1 MiB, at least one) at a time, truncating the spool behind each chunk, so the
+  // disk never holds more than one chunk twice. Returns the data's CRC-32.
+  // The spool is empty afterwards.
+  uint32_t move_to(int fd, uint64_t offset, const std::string& target);
 
  private:
   std::string name_;
@@ -79,5 +89,27 @@ class ArraySpool {
 
 // The .npy header of an array (magic, version 1.0, dict, padding to 64 bytes).
 std::string npy_header(DType dtype, const Shape& shape);
+
+// A whole .npy file of a CPU tensor (header and data), e.g. for NpzMember::npy.
+std::string npy_file(const Tensor& t);
+
+// A whole .npy file of NumPy unicode strings ('<U{longest}', UTF-32; what
+// np.array(list_of_str) saves), from UTF-8 text. Our npz reader returns such
+// an array as int32 code points [..., longest] (npz_reader.h).
+std::string npy_strings(const std::vector<std::string>& utf8);
+
+// One member of write_npz_moving_spools(): a spool, or a whole .npy in memory.
+struct NpzMember {
+  std::string name;            // without ".npy"
+  ArraySpool* spool = nullptr;
+  std::string npy;             // when spool is null
+};
+
+// Writes the .npz `path` (created or truncated) from `members`, in order.
+// Data are placed at their final offsets (the file grows with holes where
+// later chunks go), so the peak disk use is the archive plus one chunk.
+// Throws "TARGET: write failed: ..." (e.g. a full disk); `path` is then partial.
+void write_npz_moving_spools(const std::string& path, const std::vector<NpzMember>& members,
+                             const std::string& target);
 
 }  // namespace lingbot::io

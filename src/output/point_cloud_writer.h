@@ -1,6 +1,7 @@
 // Coloured point clouds as binary little-endian PLY, streamed: points are
-// appended frame by frame to a temporary file and the PLY (whose header
-// needs the final count) is assembled by finish().
+// appended frame by frame behind a header of fixed length, and finish()
+// rewrites that header with the final count in place (a comment line pads it),
+// so the cloud is never copied and needs no more disk than its own size.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +15,8 @@ struct SelectedPoint;
 
 class PlyWriter {
  public:
-  explicit PlyWriter(const std::string& path);
-  ~PlyWriter();
+  explicit PlyWriter(const std::string& path);  // creates or truncates `path`
+  ~PlyWriter();                                 // not finished: `path` is removed
   PlyWriter(const PlyWriter&) = delete;
   PlyWriter& operator=(const PlyWriter&) = delete;
 
@@ -24,12 +25,11 @@ class PlyWriter {
   void add(float x, float y, float z, uint8_t r, uint8_t g, uint8_t b);
   int64_t points() const { return count_; }
   int64_t skipped_non_finite() const { return skipped_; }
-  void finish();  // writes `path`; throws on I/O errors
+  void finish();  // completes `path`; throws on I/O errors
 
  private:
   std::string path_;
-  std::string temp_path_;
-  FILE* temp_ = nullptr;
+  FILE* file_ = nullptr;
   int64_t count_ = 0;
   int64_t skipped_ = 0;
 };

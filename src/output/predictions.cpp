@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 namespace lingbot::io {
@@ -18,6 +19,21 @@ bool is_dir(const std::string& p) {
 }
 
 }  // namespace
+
+std::vector<std::string> export_names(const std::vector<std::string>& files) {
+  std::vector<std::string> stems;
+  for (const std::string& f : files) {
+    const size_t dot = f.rfind('.');
+    std::string ext = dot == std::string::npos ? std::string() : f.substr(dot + 1);
+    for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const bool image = ext == "png" || ext == "jpg" || ext == "jpeg";
+    stems.push_back(image && dot > 0 ? f.substr(0, dot) : f);
+  }
+  std::vector<std::string> sorted = stems;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return files;
+  return stems;
+}
 
 Predictions load_predictions(const std::string& where, bool dense) {
   Predictions p;
@@ -59,7 +75,14 @@ Predictions load_predictions(const std::string& where, bool dense) {
     expect(p.world_points, "world_points", {S, H, W, 3});
     expect(p.images, "images", {S, 3, H, W});
   }
-  for (int i = 0; i < p.frames; ++i) p.frame_names.push_back(fmt::format("{:06d}", i));
+  if (auto it = arrays.find("frames"); it != arrays.end()) {
+    p.frame_files = decode_strings(it->second, p.path + ": 'frames'");
+    LB_CHECK(static_cast<int>(p.frame_files.size()) == p.frames, "{}: 'frames' names {} frames, 'extrinsic' has {}",
+             p.path, p.frame_files.size(), p.frames);
+  } else {
+    for (int i = 0; i < p.frames; ++i) p.frame_files.push_back(fmt::format("{:06d}", i));
+  }
+  p.frame_names = export_names(p.frame_files);
   return p;
 }
 

@@ -19,7 +19,14 @@ struct Predictions {
   Tensor depth_conf;    // [S,H,W] float32
   Tensor world_points;  // [S,H,W,3] float32
   Tensor images;        // [S,3,H,W] float32 in [0,1]
-  std::vector<std::string> frame_names;  // per frame, without extension: "000000", ...
+  // Per frame: the input's name as `run` recorded it in the npz's `frames`
+  // (the file's name, e.g. "IMG_0042.jpg"; NNNNNN for a video's frames), or
+  // NNNNNN for a result without `frames`.
+  std::vector<std::string> frame_files;
+  // What exported files are named after: frame_files without the image
+  // extension ("IMG_0042"), unless two would collide (a.png, a.jpg): then
+  // the whole names.
+  std::vector<std::string> frame_names;
 
   std::array<std::array<double, 4>, 3> camera_to_world(int frame) const;
   std::array<std::array<double, 4>, 3> world_to_camera(int frame) const;
@@ -27,6 +34,9 @@ struct Predictions {
   // 8-bit colour of pixel p (= y * W + x) of a frame.
   std::array<uint8_t, 3> color(int frame, int64_t pixel) const;
 };
+
+// frame_files -> frame_names (see Predictions).
+std::vector<std::string> export_names(const std::vector<std::string>& frame_files);
 
 // Reads DIR/predictions.npz (or the .npz file itself). Every problem is one
 // line naming the file: missing file, missing array, shapes that disagree.

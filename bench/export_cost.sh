@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Export cost per frame, per format (issue #17): `lingbot-map export` timed
+# (wall clock, best of 3) on
+#   1. the courthouse frames reconstructed by the small fixture model at the
+#      default size (518 x 294 frames, 14 frames), and
+#   2. synthetic predictions of the official size (378 x 504 frames,
+#      FRAMES of them, default 40; random depth / points / colours, confidence
+#      such that about half the points pass the default threshold).
+# Prints a Markdown table: format, ms per frame for each input.
+#   bench/export_cost.sh BUILD_DIR [FRAMES]
+set -euo pipefail
+build=${1:?usage: export_cost.sh BUILD_DIR [FRAMES]}
+frames=${2:-40}
+cli="$build/bin/lingbot-map"
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+m="$root/tests/fixtures/model_small"
+"$cli" -q run --model "$m/weights.pt" --config "$m/config.json" --images "$root/tests/fixtures/courthouse" \
+  --threads 2 --out "$work/courthouse"
+/usr/bin/python3 - "$work/official" "$frames" <<'PY'
+import os, sys
+import numpy as np
+out, S = sys.argv[1], int(sys.argv[2])
+H, W = 378, 504
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(0)
+depth = rng.uniform(0.5, 5.0, (S, H, W, 1)).astype(np.float32)
+fx = np.float32(400.0)
+K = np.tile(np.array([[fx, 0, W / 2], [0, fx, H / 2], [0, 0, 1]], np.float32), (S, 1, 1))
+ext = np.zeros((S, 3, 4), np.float32)
+ext[:, :3, :3] = np.eye(3, dtype=np.float32)
+ext[:, 0, 3] = np.arange(S, dtype=np.float32) * 0.1
+ys, xs = np.mgrid[0:H, 0:W].astype(np.float32)
+z = depth[..., 0]
+pts = np.stack([(xs - W / 2) / fx * z, (ys - H / 2) / fx * z, z], -1) + ext[:, None, None, :, 3]
+np.savez(os.path.join(out, "predictions.npz"), pose_enc=np.zeros((S, 9), np.float32), depth=depth,
+         depth_conf=rng.uniform(1.0, 2.0, (S, H, W)).astype(np.float32), world_points=pts.astype(np.float32),
+         extrinsic=ext, intrinsic=K, images=rng.uniform(0, 1, (S, 3, H, W)).astype(np.float32))
+PY
+ms_per_frame() {  # RESULT FORMAT -> best of 3, ms per frame
+  local best=""
+  for _ in 1 2 3; do
+    rm -rf "$work/export"
+    line=$("$cli" export "$1" --format "$2" --out "$work/export" 2>&1 | grep -o '([0-9.]* ms per frame)' | tr -d '(')
+    v=${line%% ms*}
+    if [[ -z "$best" ]] || awk "BEGIN{exit !($v < $best)}"; then best=$v; fi
+  done
+  echo "$best"
+}
+echo "| format | courthouse, small model (518 x 294, 14 frames) | official size (378 x 504, $frames synthetic frames) |"
+echo "| --- | --- | --- |"
+for f in colmap nerfstudio glb depth ply; do
+  echo "| $f | $(ms_per_frame "$work/courthouse" $f) ms | $(ms_per_frame "$work/official" $f) ms |"
+done
