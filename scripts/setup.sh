@@ -17,6 +17,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev python3-numpy
   colmap nodejs  # the peers tests/app/export_test.cpp checks exports with (COLMAP, the glTF validator)
+  libcpp-httplib-dev  # the browser viewer's server (run --view, view: src/viewer)
+  chromium  # the browser tests/viewer drives headless (through playwright-core, tests/tools)
 )
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
   missing=()

@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/engine_setup.h"
+#include "app/live_view.h"
 #include "app/process_stats.h"
 #include "app/progress.h"
 #include "core/log.h"
@@ -69,6 +70,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
       ->check(CLI::IsMember({"natural", "name", "mtime"}));
   cmd->add_option("--export", a.export_formats,
                   "At the end, `export` the result: colmap, nerfstudio, glb, depth, ply (comma-separated)");
+  add_viewer_options(*cmd, a.viewer, true);
   add_engine_options(*cmd, a.engine,
                      {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Preprocess, OptionGroup::Cuda});
   // demo.py picks a keyframe interval for long inputs unless one was given.
@@ -157,6 +159,10 @@ int run_run(const RunArgs& a) {
              expected, options.keyframe_interval, expected);
   }
   make_output_dir(a.out);
+  std::unique_ptr<viewer::LiveViewer> live;  // --view: pages fill in as frames finish
+  if (a.viewer.enabled)
+    live = open_live_viewer(a.viewer, {.width = W, .height = H, .expected_frames = static_cast<int>(expected),
+                                       .initial_conf_threshold = a.conf_threshold});
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   StreamingModel model(*backend, weights, config, options);
@@ -200,6 +206,7 @@ int run_run(const RunArgs& a) {
       out.extrinsic->append(ext);
       out.intrinsic->append(intr);
       trajectory.add(source_frame.timestamp, r.camera.camera_to_world);
+      if (live) live->add_frame(viewer_frame(r, source_frame));  // queues references; never waits
       if (a.emit == "jsonl") {
         std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
         std::fflush(stdout);
@@ -255,8 +262,9 @@ int run_run(const RunArgs& a) {
            S, seconds, S / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model.cache_stats()), a.out,
            ply ? fmt::format(", points.ply ({} points)", ply->points()) : std::string());
   if (a.profile) std::printf("%s", Profiler::report().c_str());
-  if (!a.export_formats.empty()) return run_export(export_after_run(a));
-  return 0;
+  const int status = a.export_formats.empty() ? 0 : run_export(export_after_run(a));
+  if (live) keep_serving(*live, S);
+  return status;
 }
 
 }  // namespace lingbot
