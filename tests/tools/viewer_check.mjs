@@ -11,6 +11,8 @@
 //                                mid-stream; the report is of the last page
 //        [--signal FILE]         with --reconnect: create FILE once the reload is done (the
 //                                test holds back the run's remaining frames until then)
+//        [--glb FILE]            then click the page's GLB button and save the download as FILE
+//        [--time-renders N]      then the time per frame of N renders of the view turning
 //        [--timeout SECONDS]
 // The URL is read from the line "viewer: open URL" that `run --view` writes
 // on stderr, so the tests can use --port 0.
@@ -158,6 +160,15 @@ try {
     await moveSlider(page, 'downsample', Number(opt('--downsample')));
     report.downsampled_points = (await snapshot(page)).visible_points;
   }
+  if (opt('--glb')) {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('#glb')]);
+    await download.saveAs(opt('--glb'));
+    report.glb_visible_points = (await snapshot(page)).visible_points;
+  }
+  if (opt('--time-renders')) {
+    report.ms_per_render = await page.evaluate((n) => lingbot.timeRenders(n), Number(opt('--time-renders')));
+  }
+  report.longest_frame_gap_ms = await page.evaluate(() => lingbot.longestFrameGapMs);
   report.page_errors = errors;
 } finally {
   await browser.close();

@@ -98,7 +98,8 @@ TEST(ViewerBrowser, RunViewFillsThePageWithEveryFrame) {
   constexpr int kFrames = 6;
   const nlohmann::json report =
       run_and_view(dir, kFrames, "", "--images " + test::fixture_path("courthouse") + " --first-k 6 --threads 2",
-                   "--conf-levels 0,8,16 --downsample 1 --screenshot " + dir + "/shot.png");
+                   "--conf-levels 0,8,16 --downsample 1 --screenshot " + dir + "/shot.png --glb " + dir +
+                       "/scene.glb");
   ASSERT_TRUE(report.contains("loaded")) << report;
   const Expected e = expected_from(dir + "/out/predictions.npz");
   const auto& loaded = report["loaded"];
@@ -116,6 +117,15 @@ TEST(ViewerBrowser, RunViewFillsThePageWithEveryFrame) {
   EXPECT_EQ(report["downsampled_points"].get<int64_t>(), e.count(threshold(16), 2));
   EXPECT_GT(report["screenshot"]["lit_pixels"].get<int64_t>(), 100) << report["screenshot"];
   EXPECT_TRUE(report["page_errors"].empty()) << report["page_errors"];
+
+  // The GLB button's download: what the page shows, through the exporter's
+  // writer, read by the Khronos validator (as tests/app/export_test.cpp does).
+  const test::CommandResult v = test::run_shell("node " + kTools + "/validate_gltf.mjs " + dir + "/scene.glb");
+  ASSERT_EQ(v.status, 0) << v.output;
+  const auto glb = nlohmann::json::parse(v.output.substr(v.output.rfind("\n{") + 1));
+  EXPECT_EQ(glb["errors"], 0) << glb;
+  // The points shown (confidence level 16, downsampled by 2), 5 frustum vertices and one path vertex per camera.
+  EXPECT_EQ(glb["counts"]["vertices"].get<int64_t>(), e.count(threshold(16), 2) + kFrames * 5 + kFrames) << glb;
 }
 
 TEST(ViewerBrowser, PagesThatCloseAndReloadMidStreamGetEverything) {

@@ -422,8 +422,14 @@ $('glb').addEventListener('click', () => {
   a.click();
 });
 
+// The longest gap between two animation frames while the stream loads:
+// how long the page froze at worst (docs/PERF.md's load figures).
+let lastTick = -1, longestGap = 0;
 function animate() {
   requestAnimationFrame(animate);
+  const now = performance.now();
+  if (lastTick >= 0 && !state.done) longestGap = Math.max(longestGap, now - lastTick);
+  lastTick = now;
   if (!dirty) return;
   dirty = false;
   renderer.render(scene, camera);
@@ -445,7 +451,22 @@ window.lingbot = {
   get pathLength() { return path.geometry.drawRange.count; },
   get loadMs() { return state.endAt >= 0 ? state.endAt : -1; },
   get renders() { return state.renders || 0; },
+  get longestFrameGapMs() { return longestGap; },
   confidenceOfLevel,
   requestRender,
+  // Milliseconds per frame over n renders with the view turning (each read
+  // back, so the GPU's work is inside the measurement): is the page interactive?
+  timeRenders(n) {
+    const gl = renderer.getContext(), pixel = new Uint8Array(4);
+    const t0 = performance.now();
+    for (let i = 0; i < n; ++i) {
+      world.rotation.y += 0.01;
+      renderer.render(scene, camera);
+      gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);
+    }
+    world.rotation.y = 0;
+    requestRender();
+    return (performance.now() - t0) / n;
+  },
 };
 connectForever();
