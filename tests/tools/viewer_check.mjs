@@ -169,6 +169,7 @@ try {
     report.ms_per_render = await page.evaluate((n) => lingbot.timeRenders(n), Number(opt('--time-renders')));
   }
   report.longest_frame_gap_ms = await page.evaluate(() => lingbot.longestFrameGapMs);
+  report.message_handling_ms = await page.evaluate(() => lingbot.handleMs);
   report.page_errors = errors;
 } finally {
   await browser.close();

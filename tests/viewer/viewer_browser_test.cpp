@@ -155,3 +155,13 @@ TEST(ViewerBrowser, PagesThatCloseAndReloadMidStreamGetEverything) {
   EXPECT_EQ(report["loaded"]["points"].get<int64_t>(), e.count(threshold(0)));
   EXPECT_TRUE(report["page_errors"].empty()) << report["page_errors"];
 }
+
+TEST(ViewerCli, BadInputIsOneLineNamingIt) {
+  const std::string cli = LINGBOT_CLI_PATH;
+  test::CommandResult r = test::run_shell(cli + " view /nonexistent/result --port 0");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output, "error: /nonexistent/result: not found (expected a `lingbot-map run --out` folder)\n");
+  r = test::run_shell(cli + " view /tmp --port 70000");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--port"), std::string::npos) << r.output;
+}

@@ -81,7 +81,7 @@ const state = {
   done: false, endFrames: -1,
   streams: 0,          // connections made (reconnects included)
   messages: 0,
-  firstMessageAt: -1, endAt: -1,
+  firstMessageAt: -1, endAt: -1, handleMs: 0,
   bounds: new THREE.Box3(),
 };
 
@@ -192,6 +192,15 @@ function onFrame(buffer, view) {
 }
 
 function onMessage(buffer) {
+  const t0 = performance.now();
+  try {
+    return handleMessage(buffer);
+  } finally {
+    state.handleMs += performance.now() - t0;  // the page's own cost per message, rendering aside
+  }
+}
+
+function handleMessage(buffer) {
   const view = new DataView(buffer);
   const type = view.getUint8(0);
   state.messages += 1;
@@ -382,7 +391,7 @@ function frameCamera() {
   const centre = box.getCenter(new THREE.Vector3());
   const size = Math.max(box.getSize(new THREE.Vector3()).length(), 0.1);
   controls.target.copy(centre);
-  camera.position.copy(centre).add(new THREE.Vector3(0, 0.3 * size, 1.2 * size));
+  camera.position.copy(centre).add(new THREE.Vector3(0, 0.2 * size, 0.6 * size));
   camera.near = size / 1000; camera.far = size * 100;
   camera.updateProjectionMatrix();
   controls.update();
@@ -452,6 +461,7 @@ window.lingbot = {
   get loadMs() { return state.endAt >= 0 ? state.endAt : -1; },
   get renders() { return state.renders || 0; },
   get longestFrameGapMs() { return longestGap; },
+  get handleMs() { return state.handleMs; },
   confidenceOfLevel,
   requestRender,
   // Milliseconds per frame over n renders with the view turning (each read
