@@ -34,10 +34,12 @@ std::string temp(const std::string& name) {
 void need_browser_tools() {
   ASSERT_EQ(test::run_shell("command -v node && test -x /usr/bin/chromium").status, 0)
       << "node and chromium are needed (scripts/setup.sh installs nodejs and chromium)";
-  if (!std::filesystem::exists(kTools + "/node_modules/playwright-core")) {
-    const auto npm = test::run_shell("cd " + kTools + " && npm ci --no-audit --no-fund");
-    ASSERT_EQ(npm.status, 0) << npm.output;
-  }
+  // npm ci empties node_modules first: under one lock with tests/app/export_test.cpp's,
+  // so that tests running side by side never see it half installed.
+  const auto npm = test::run_shell("cd " + kTools + " && flock /tmp/lingbot-tests-npm.lock sh -c "
+                                   "'test -d node_modules/gltf-validator -a -d node_modules/playwright-core || "
+                                   "npm ci --no-audit --no-fund'");
+  ASSERT_EQ(npm.status, 0) << npm.output;
 }
 
 // `run --view` on the small model in the background (`input` is what goes
