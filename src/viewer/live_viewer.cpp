@@ -1,7 +1,5 @@
 #include "viewer/live_viewer.h"
 
-#include "core/log.h"
-
 #include <chrono>
 
 namespace lingbot::viewer {
@@ -15,9 +13,7 @@ LiveViewer::LiveViewer(const ViewerOptions& options, SceneInfo scene) : packer_(
 }
 
 LiveViewer::~LiveViewer() {
-  server_.reset();  // pages' streams end first
-  if (packer_.dropped() > 0)
-    log_warn("viewer: {} frames were not shown (packing fell behind the model)", packer_.dropped());
+  server_.reset();  // pages' streams end before the packer and the log go
 }
 
 }  // namespace lingbot::viewer

@@ -297,7 +297,10 @@ const ui = {
 };
 let playing = null;
 
-function setStatus(text) { state.statusText = text; }
+function setStatus(text) {
+  state.statusText = text;
+  $('status').textContent = text;
+}
 
 function setConfLevel(k) { ui.conf.value = k; applyControls(); }
 
@@ -323,7 +326,7 @@ function frustumScale() {
   return d > 0 ? 0.05 * d : 0.1;
 }
 
-function applyControls() {
+function applyControls(fromStream = false) {
   const n = state.frames.length;
   ui.first.max = ui.last.max = Math.max(0, n - 1);
   if (ui.live.checked) ui.last.value = Math.max(0, n - 1);
@@ -352,10 +355,15 @@ function applyControls() {
   $('status').textContent = state.done ? `finished (${state.endFrames} frames)` : (state.statusText || '');
   showThumbnail(b);
   if (ui.follow.checked) followCamera(b);
-  requestRender();
+  if (fromStream) streamRenderWanted = true; else requestRender();
 }
 
-function afterMessages() { applyControls(); }
+// New data asks for a redraw, but not more often than the drawing allows:
+// after a draw, the next waits for four times what the last one took (at
+// least 100 ms), so that a slow GPU (or software GL) drawing millions of
+// points still leaves the page most of its time to load and to respond.
+let streamRenderWanted = false;
+function afterMessages() { applyControls(true); }
 
 function showThumbnail(i) {
   if (i < 0 || i >= state.frames.length) return;
@@ -433,13 +441,21 @@ $('glb').addEventListener('click', () => {
 
 // The longest gap between two animation frames while the stream loads:
 // how long the page froze at worst (docs/PERF.md's load figures).
-let lastTick = -1, longestGap = 0;
+let lastTick = -1, longestGap = 0, lastRenderAt = -1, lastRenderCost = 0, renderedLastTick = false;
 function animate() {
   requestAnimationFrame(animate);
   const now = performance.now();
   if (lastTick >= 0 && !state.done) longestGap = Math.max(longestGap, now - lastTick);
+  if (renderedLastTick) lastRenderCost = now - lastTick;  // the draw shows up in the gap to this frame
   lastTick = now;
+  renderedLastTick = false;
+  if (streamRenderWanted && now - lastRenderAt >= Math.max(100, 4 * lastRenderCost)) {
+    streamRenderWanted = false;
+    dirty = true;
+  }
   if (!dirty) return;
+  lastRenderAt = now;
+  renderedLastTick = true;
   dirty = false;
   renderer.render(scene, camera);
   state.renders = (state.renders || 0) + 1;
@@ -449,8 +465,11 @@ animate();
 // What the browser tests read.
 window.lingbot = {
   get frames() { return state.frames.length; },
-  get cameras() { return state.frames.filter((f) => f.frustum).length; },
-  get points() { return state.totalPoints; },
+  // Counted from the scene graph: the frustums drawn, the vertices of the point clouds.
+  get cameras() { return world.children.filter((o) => o.isLineSegments).length; },
+  get points() {
+    return world.children.filter((o) => o.isPoints).reduce((n, o) => n + o.geometry.attributes.position.count, 0);
+  },
   get visiblePoints() { return visiblePoints(); },
   get done() { return state.done; },
   get endFrames() { return state.endFrames; },
