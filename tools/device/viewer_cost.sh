@@ -67,6 +67,10 @@ one_run() {
     fi
     client=$!
     for _ in $(seq 3000); do grep -q "viewer: done" "$logf" && break; sleep 0.1; done
+    # The browser page reports what it received once it has everything: let it.
+    if [ "$mode" = page ] && [ $page_kind = chromium ]; then
+      for _ in $(seq 1200); do kill -0 $client 2> /dev/null || break; sleep 0.1; done
+    fi
     kill -INT $run
   fi
   wait $run
