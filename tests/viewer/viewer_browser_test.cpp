@@ -53,8 +53,9 @@ nlohmann::json run_and_view(const std::string& dir, int frames, const std::strin
       input + std::string(LINGBOT_CLI_PATH) + " run --model " + m + "weights.pt --config " + m +
       "config.json --image-size 126 --num-scale-frames 3 --kv-window 4 " + run_flags + " --out " + dir +
       "/out --view --port 0 2> " + dir + "/run.log & run=$!\n"
-      "node " + kTools + "/viewer_check.mjs --log " + dir + "/run.log --frames " + std::to_string(frames) + " " +
-      driver_flags + " > " + dir + "/report.json\n"
+      // A generous limit (a sanitizer build is slow): it only keeps a broken run from hanging the test.
+      "node " + kTools + "/viewer_check.mjs --timeout 240 --log " + dir + "/run.log --frames " +
+      std::to_string(frames) + " " + driver_flags + " > " + dir + "/report.json\n"
       "driver=$?\n"
       "kill -INT $run; wait $run; status=$?\n"
       "cat " + dir + "/run.log\n"
