@@ -168,3 +168,19 @@ TEST(ViewerCli, BadInputIsOneLineNamingIt) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("--port"), std::string::npos) << r.output;
 }
+
+TEST(ViewerCli, ServesBeforeTheModelLoadsAndWarnsAboutOtherHosts) {
+  // A checkpoint that is not there: the run fails at the model load, after the viewer started.
+  const std::string m = test::fixture_path("model_small/");
+  const test::CommandResult r = test::run_shell(
+      std::string(LINGBOT_CLI_PATH) + " run --model /nonexistent/weights.pt --config " + m + "config.json --images " +
+      test::fixture_path("courthouse") + " --out " + temp("host") + "/out --view --host 0.0.0.0 --port 0");
+  EXPECT_EQ(r.status, 1) << r.output;
+  const size_t warning = r.output.find("--host 0.0.0.0: the viewer (and the reconstruction) can be reached from other");
+  const size_t url = r.output.find("viewer: open http://0.0.0.0:");
+  const size_t error = r.output.find("error: /nonexistent/weights.pt");
+  EXPECT_NE(warning, std::string::npos) << r.output;
+  EXPECT_NE(url, std::string::npos) << r.output;
+  EXPECT_NE(error, std::string::npos) << r.output;
+  EXPECT_LT(url, error) << r.output;
+}
