@@ -27,6 +27,14 @@ struct EngineArgs {
   bool kv_stats = false;
 };
 
+// The browser viewer's flags (run --view, view): src/viewer, docs/viewer.md.
+struct ViewerArgs {
+  bool enabled = false;            // run --view
+  std::string host = "127.0.0.1";  // anything else is reachable from other machines (a warning says so)
+  int port = 8080;                 // 0: any free port
+  int downsample = 2;              // every N-th pixel in x and y is sent
+};
+
 struct RunArgs {
   EngineArgs engine;
   std::string model;
@@ -49,6 +57,7 @@ struct RunArgs {
   bool sky_masks_given = false;
   std::vector<std::string> command_line;  // argv, for manifest.json
   bool profile = false;  // LINGBOT_PROFILE: print the stage times at the end
+  ViewerArgs viewer;     // --view: serve the live viewer while the run goes on
 };
 void add_run_command(CLI::App& app, RunArgs& args);
 int run_run(const RunArgs& args);
@@ -84,6 +93,14 @@ void add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);
 // `run --export F,...`: `export` on the finished result folder, with run's --conf-threshold.
 ExportArgs export_after_run(const RunArgs& run);
+
+struct ViewArgs {
+  std::string result_dir;  // a `run --out` folder (or its predictions.npz)
+  double conf_threshold = 1.5;
+  ViewerArgs viewer;
+};
+void add_view_command(CLI::App& app, ViewArgs& args);
+int run_view(const ViewArgs& args);
 
 // Where to get the official weights (printed when --model is missing).
 extern const char* const kCheckpointHelp;

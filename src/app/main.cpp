@@ -4,6 +4,7 @@
 //   lingbot-map run --model M --images DIR    reconstruct a folder of frames
 //   lingbot-map bench                         the official architecture, random weights
 //   lingbot-map export DIR --format F[,F...]  a saved result as COLMAP, nerfstudio, glTF, depth PNGs
+//   lingbot-map view DIR                      a saved result in the browser viewer
 //
 // Every failure a user can cause ends with one line on stderr naming the
 // file or option and the problem, and exit status 1.
@@ -41,9 +42,12 @@ int main(int argc, char** argv) {
   add_bench_command(app, bench);
   ExportArgs export_args;
   add_export_command(app, export_args);
+  ViewArgs view;
+  add_view_command(app, view);
   for (const char* name : {"run", "bench"}) app.get_subcommand(name)->footer(footer);
   app.get_subcommand("inspect")->footer(exit_status::help());
   app.get_subcommand("export")->footer(exit_status::help());
+  app.get_subcommand("view")->footer(exit_status::help());
 
   if (argc == 1) {  // no subcommand: show what there is
     std::fputs(app.help().c_str(), stderr);
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
       return run_bench(bench);
     }
     if (app.got_subcommand("export")) return run_export(export_args);
+    if (app.got_subcommand("view")) return run_view(view);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return exit_status::kUserError;

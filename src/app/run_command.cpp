@@ -15,6 +15,7 @@
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/engine_setup.h"
+#include "app/live_view.h"
 #include "app/process_stats.h"
 #include "app/progress.h"
 #include "app/interrupt.h"
@@ -80,6 +81,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                                      "Precomputed sky masks (upstream's --sky_mask_dir; without DIR: "
                                      "<images>_sky_masks): sky gets confidence 0 in points.ply and --export")
                          ->expected(0, 1);
+  add_viewer_options(*cmd, a.viewer, true);
   add_engine_options(*cmd, a.engine,
                      {OptionGroup::Device, OptionGroup::Stream, OptionGroup::Preprocess, OptionGroup::Cuda});
   // demo.py picks a keyframe interval for long inputs unless one was given.
@@ -238,6 +240,10 @@ int run_run(const RunArgs& a) {
   RunOutputs outputs({a.out, H, W, options.keep_dense_outputs, a.conf_threshold, a.command_line, sky_masks,
                       options.windowed});
   InterruptHandlers interrupts;
+  std::unique_ptr<viewer::LiveViewer> live;  // --view: pages fill in as frames finish
+  if (a.viewer.enabled)
+    live = open_live_viewer(a.viewer, {.width = W, .height = H, .expected_frames = static_cast<int>(expected),
+                                       .initial_conf_threshold = a.conf_threshold});
   const auto t_load = std::chrono::steady_clock::now();
   const io::StateDict weights = io::load_state_dict(a.model);
   std::unique_ptr<FrameStream> model = make_frame_stream(*backend, weights, config, options);
@@ -262,6 +268,7 @@ int run_run(const RunArgs& a) {
       const video::Frame& source_frame = held[static_cast<size_t>(r.index - first_held)];
       outputs.add(r, source_frame, frame_name(source_frame, !a.images.empty()));
       if (windowed) outputs.add_frame_type(static_cast<uint8_t>(r.role));
+      if (live) live->add_frame(viewer_frame(r, source_frame));  // queues references; never waits
       if (a.emit == "jsonl") {
         std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
         std::fflush(stdout);
@@ -308,12 +315,14 @@ int run_run(const RunArgs& a) {
            options.keep_dense_outputs ? fmt::format(" ({} points)", outputs.points()) : std::string());
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (stopped_by) return 128 + stopped_by;  // no --export of a run cut short
+  int status = 0;
   if (!a.export_formats.empty()) {
     ExportArgs e = export_after_run(a);
     e.sky_masks = sky_masks;
-    return run_export(e);
+    status = run_export(e);
   }
-  return 0;
+  if (live) keep_serving(*live, S);
+  return status;
 }
 
 }  // namespace lingbot
