@@ -122,6 +122,36 @@ Tensor parse_npy(const uint8_t* data, size_t size, const std::string& name) {
   return t;
 }
 
+std::vector<std::string> decode_strings(const Tensor& t, const std::string& name) {
+  LB_CHECK(t.dtype() == DType::I32 && t.shape().size() == 2, "{}: not a 1-D array of strings", name);
+  std::vector<std::string> out;
+  const int64_t n = t.shape()[1];
+  for (int64_t i = 0; i < t.shape()[0]; ++i) {
+    std::string s;
+    for (int64_t k = 0; k < n; ++k) {
+      const auto cp = static_cast<uint32_t>(t.data_as<int32_t>()[i * n + k]);
+      if (cp == 0) break;
+      if (cp < 0x80) {
+        s += static_cast<char>(cp);
+      } else if (cp < 0x800) {
+        s += static_cast<char>(0xc0 | (cp >> 6));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      } else if (cp < 0x10000) {
+        s += static_cast<char>(0xe0 | (cp >> 12));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      } else {
+        s += static_cast<char>(0xf0 | (cp >> 18));
+        s += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::map<std::string, Tensor> read_npz(const std::string& path) {
   const auto file = MappedFile::open(path);
   const ZipArchive zip(file->bytes(), path);
