@@ -36,7 +36,9 @@ note "python: $PY $("$PY" -c 'import sys, numpy; print(sys.version.split()[0], "
 reference_start  # the official-size random checkpoint /tmp/official.pt and /tmp/frames (11 PNGs)
 if [ "$BUILD" = 1 ]; then
   log "configure and build ($B, sm_$CUDA_ARCHS)"
-  configure . "$B" "$W/cmake.log" -DPython3_EXECUTABLE="$PY" || { tail -20 "$W/cmake.log" | tee -a "$S"; exit 1; }
+  # The carried zlib1g-dev has only a static libz beside a dangling .so link; a shared module needs the system one.
+  zlib=(); [ -e /usr/lib/x86_64-linux-gnu/libz.so.1 ] && zlib=(-DZLIB_LIBRARY=/usr/lib/x86_64-linux-gnu/libz.so.1)
+  configure . "$B" "$W/cmake.log" -DPython3_EXECUTABLE="$PY" "${zlib[@]}" || { tail -20 "$W/cmake.log" | tee -a "$S"; exit 1; }
   grep -E "Python module|pybind11|Python3" "$W/cmake.log" | cut -c1-200 | tee -a "$S"
   if ! ninja -C "$B" -t targets all 2>/dev/null | grep -q '^lingbot_map_python:'; then
     note "no Python module in this build (pybind11-dev or $PY's headers missing); carry pybind11-dev in .deps/debs"
