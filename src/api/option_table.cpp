@@ -240,7 +240,7 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     fail("device cuda: this build has no CUDA backend (configure with -DLINGBOT_CUDA=ON)");
 #endif
   }
-  return make_cpu_backend(o.threads);
+  return make_cpu_backend(o.threads, o.cpu_isa);
 }
 
 }  // namespace lingbot
