@@ -32,7 +32,7 @@ TEST(CpuIsa, UnknownOrUnsupportedChoicesAreErrorsNamingTheFlag) {
 }
 
 TEST(CpuIsa, ABackendUsesItsIsaAndNamesItsKernels) {
-  for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
+  for (const Isa isa : {Isa::Avx512, Isa::Avx2}) {  // AVX-512 first: see parity_test.cpp's ParityIsa
     if (!cpu_supports(isa)) continue;
     auto backend = make_cpu_backend(1, isa_name(isa));
     EXPECT_EQ(isa_in_use(), isa);
