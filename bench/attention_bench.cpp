@@ -9,6 +9,8 @@
 //     stored frames: 70,416 keys), 16 heads, head_dim 64.
 //   BM_AttentionSelf/<threads>: plain self-attention of one frame (978 x 978),
 //     the encoder's and the frame blocks' case.
+//   BM_AttentionTiledSelf/<threads>/<isa>: the same with the AVX2 (0) or the
+//     AVX-512 (1) build of the tiled kernel.
 //   BM_Attention{Tiled,Rows,Naive}Small/<threads>: 128 queries x 8 frames of keys
 //     (7,824), where the naive double-precision reference still runs in seconds.
 #include "backend/cpu/attention.h"
@@ -92,6 +94,16 @@ void BM_AttentionSelf(benchmark::State& state) {
   static Problem p = make_self(kTokensPerFrame);
   run(state, p, detail::Kernel::Auto, false);
 }
+// The tiled kernel of each ISA on the same problem: args = threads, ISA (0 AVX2, 1 AVX-512).
+void BM_AttentionTiledSelf(benchmark::State& state) {
+  static Problem p = make_self(kTokensPerFrame);
+  const auto kernel = state.range(1) == 0 ? detail::Kernel::TiledAvx2 : detail::Kernel::TiledAvx512;
+  if (!detail::kernel_available(kernel)) {
+    state.SkipWithError("this CPU or build lacks that kernel");
+    return;
+  }
+  run(state, p, kernel, false);
+}
 void BM_AttentionTiledSmall(benchmark::State& state) {
   static Problem p = make_problem(128, 8);
   run(state, p, detail::Kernel::Tiled, false);
@@ -126,6 +138,7 @@ void BM_AttentionFewQueries(benchmark::State& state) {
 BENCHMARK(BM_AttentionFewQueries)->ArgsProduct({{1, 2, 4, 8}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionFullWindow)->Arg(1)->Arg(2)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionRowsSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionNaiveSmall)->Arg(1)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);

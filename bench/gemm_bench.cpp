@@ -1,14 +1,17 @@
-// CPU matrix products on the model's shapes: OpenBLAS (what the CPU backend
-// uses) against oneDNN's sgemm, when oneDNN is available. Issue 4 asks which
-// BLAS to use; docs/PERF.md records the answer with these figures.
+// CPU matrix products on the model's shapes: the CPU backend's (oneDNN's
+// sgemm, gemm.h) against OpenBLAS where it is installed. docs/PERF.md records
+// why the backend moved from OpenBLAS to oneDNN with these figures.
 //
 //   out[M, N] = x[M, K] w[N, K]^T   (a Linear layer: M tokens, K in, N out)
+//
+// OPENBLAS_CORETYPE=SkylakeX (or Haswell) overrides OpenBLAS's choice of
+// kernels; LINGBOT_CPU_ISA=avx2 caps oneDNN at AVX2.
 #include "backend/cpu/gemm.h"
 
 #include <benchmark/benchmark.h>
 
-#ifdef LINGBOT_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
+#ifdef LINGBOT_HAVE_OPENBLAS
+#include <cblas.h>
 #endif
 
 #include <random>
@@ -32,9 +35,10 @@ void report(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
                          benchmark::Counter::kIs1000);
 }
 
-void BM_OpenBLAS(benchmark::State& state) {
+void BM_Backend(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   Matrices t(m, n, k);
+  state.SetLabel(lingbot::cpu::gemm_name());
   for (auto _ : state) {
     lingbot::cpu::gemm_abt(m, n, k, t.x.data(), k, t.w.data(), k, t.out.data(), n);
     benchmark::DoNotOptimize(t.out.data());
@@ -42,13 +46,14 @@ void BM_OpenBLAS(benchmark::State& state) {
   report(state, m, n, k);
 }
 
-#ifdef LINGBOT_HAVE_DNNL
-void BM_oneDNN(benchmark::State& state) {
+#ifdef LINGBOT_HAVE_OPENBLAS
+void BM_OpenBLAS(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   Matrices t(m, n, k);
+  state.SetLabel(openblas_get_corename());
   for (auto _ : state) {
-    // Row-major: out = x * w^T.
-    dnnl_sgemm('N', 'T', m, n, k, 1.0f, t.x.data(), k, t.w.data(), k, 0.0f, t.out.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, t.x.data(), k, t.w.data(), k, 0.0f,
+                t.out.data(), n);
     benchmark::DoNotOptimize(t.out.data());
   }
   report(state, m, n, k);
@@ -56,7 +61,8 @@ void BM_oneDNN(benchmark::State& state) {
 #endif
 
 // Shapes of one frame (978 tokens at 378x504) and of the 8-frame scale phase:
-// qkv (1024 -> 3072), proj (1024 -> 1024), fc1 (1024 -> 4096), fc2 (4096 -> 1024).
+// qkv (1024 -> 3072), proj (1024 -> 1024), fc1 (1024 -> 4096), fc2 (4096 -> 1024);
+// and the camera head's one-token Linears (M = 1: a matrix-vector product).
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t m : {978, 7824}) {
     b->Args({m, 3072, 1024});
@@ -64,13 +70,15 @@ void shapes(benchmark::internal::Benchmark* b) {
     b->Args({m, 4096, 1024});
     b->Args({m, 1024, 4096});
   }
+  b->Args({1, 2048, 2048});
+  b->Args({1, 6144, 2048});
   b->ArgNames({"M", "N", "K"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
 }  // namespace
 
+BENCHMARK(BM_Backend)->Apply(shapes);
+#ifdef LINGBOT_HAVE_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
-#ifdef LINGBOT_HAVE_DNNL
-BENCHMARK(BM_oneDNN)->Apply(shapes);
 #endif
 BENCHMARK_MAIN();

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # makes the tests' small videos.
 packages=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-openmp-dev libpng-dev libjpeg-dev zlib1g-dev libexif-dev
+  libdnnl-dev libpng-dev libjpeg-dev zlib1g-dev libexif-dev
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libavdevice-dev ffmpeg
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev python3-numpy

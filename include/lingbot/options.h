@@ -31,6 +31,9 @@
   CHOICE(Device, device, "auto", "cpu|cuda|auto",                                                              \
          "Where the model runs: cpu, cuda (the first GPU) or auto (the GPU if one is usable, else the CPU)")    \
   INT(Device, threads, 0, 0, INT_MAX, "CPU threads (0: all cores)")                                            \
+  CHOICE(Device, cpu_isa, "auto", "auto|avx2|avx512",                                                          \
+         "Instruction set of the CPU path's own kernels: auto (the best this CPU has), or avx2 or avx512 "      \
+         "forced (testing every path on one machine; a CPU without it is an error)")                            \
   CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
   CONFIG_INT(Stream, num_scale_frames, "num_scale_frames", 1,                                                   \
              "Frames processed together at the start of a stream; the KV cache also keeps this many first "    \

@@ -259,7 +259,7 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     }
   }
   if (device == "cuda") return cuda_module::make_backend(cuda_backend_options(o));
-  return make_cpu_backend(capped_threads(o.threads));
+  return make_cpu_backend(capped_threads(o.threads), o.cpu_isa);
 }
 
 }  // namespace lingbot

@@ -32,6 +32,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace lingbot {
 
@@ -197,6 +198,9 @@ class Backend {
   void resize_bilinear(const Tensor& x, Tensor& out) { resize_bilinear(x, nullptr, out); }
 };
 
-std::unique_ptr<Backend> make_cpu_backend(int threads);
+// threads: 0 for OpenMP's default. isa: the cpu_isa option, "auto" (the best
+// the CPU has), "avx2" or "avx512" (backend/cpu/cpu_isa.h); throws
+// lingbot::Error for one the CPU lacks.
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa = "auto");
 
 }  // namespace lingbot

@@ -850,6 +850,8 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(conv2d_case({.x = {1, 4, 6, 6}, .cout = 3, .k = 5, .pad = 2}));
   t.push_back(conv2d_case({.x = {1, 3, 5, 5}, .cout = 2, .k = 3, .stride = 3, .pad = 1}));
   t.push_back(conv2d_case({.x = {1, 16, 12, 16}, .cout = 4, .k = 1}));
+  // Channel counts off oneDNN's 16-channel blocks (padded inside its layouts).
+  t.push_back(conv2d_case({.x = {2, 40, 9, 13}, .cout = 24, .k = 3, .pad = 1}));
 
   t.push_back(conv_transpose2d_case({2, 3, 2, 3}, 5, 3, false));
   t.push_back(conv_transpose2d_case({1, 4, 3, 3}, 2, 2, true));

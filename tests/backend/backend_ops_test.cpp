@@ -7,7 +7,8 @@ namespace lingbot::test::ops {
 namespace {
 
 // A new backend for every test: make_cpu_backend(threads) sets the process's
-// OpenMP and OpenBLAS thread counts, so each test must make its own.
+// OpenMP thread count and the ISA of the CPU kernels, so each test must make
+// its own.
 BackendUnderTest cpu_backend(int threads) {
   return {fmt::format("Cpu{}", threads), [threads](std::string*) -> std::shared_ptr<Backend> {
             return make_cpu_backend(threads);

@@ -9,6 +9,7 @@
 // layouts; each output tensor must be within 1e-4 relative error
 // (||ours - ref|| / ||ref||) of upstream's.
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "model/streaming_model.h"
@@ -42,8 +43,9 @@ struct StreamRun {
 };
 
 StreamRun run_model(const ModelConfig& config, const io::StateDict& weights, const nlohmann::json& variant,
-                    int num_scale_frames, kv::Layout layout, const std::vector<Tensor>& frames) {
-  auto backend = make_cpu_backend(0);
+                    int num_scale_frames, kv::Layout layout, const std::vector<Tensor>& frames,
+                    std::string_view isa = "auto") {
+  auto backend = make_cpu_backend(0, isa);
   StreamingModel model(*backend, weights, config, test::variant_options(config, variant, num_scale_frames, layout));
   return StreamRun{test::stream_all(model, frames)};
 }
@@ -148,6 +150,39 @@ INSTANTIATE_TEST_SUITE_P(SmallModel, Parity,
                          ::testing::Values("default", "keyframe2", "camera_only", "no_cross_frame_special",
                                            "no_scale_frames_in_cache"),
                          [](const auto& info) { return info.param; });
+
+// Each build of the CPU path's own kernels (backend/cpu/cpu_isa.h), forced in
+// turn, against upstream: the default variant on the paged layout. CI's
+// machine has AVX-512, so both builds run there; elsewhere the AVX-512 one is
+// skipped with a note.
+TEST(ParityIsa, EveryKernelBuildMatchesUpstream) {
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  nlohmann::json variant;
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == "default") variant = v;
+  ASSERT_FALSE(variant.is_null());
+  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  const std::vector<Tensor> frames = test::small_model_frames();
+  const Reference ref{io::load_state_dict(fixture(variant["file"]))};
+  // AVX-512 first: a backend forced to AVX2 also caps oneDNN at AVX2 when it
+  // is the process's first user, and the other tests here should not run so.
+  for (const cpu::Isa isa : {cpu::Isa::Avx512, cpu::Isa::Avx2}) {
+    const char* name = cpu::isa_name(isa);
+    if (!cpu::cpu_supports(isa)) {
+      std::printf("  %s: not supported by this CPU, skipped\n", name);
+      continue;
+    }
+    const StreamRun run =
+        run_model(config, weights, variant, manifest["num_scale_frames"], kv::Layout::Paged, frames, name);
+    ASSERT_EQ(cpu::isa_in_use(), isa);
+    for (const auto& [output, ours] : outputs_of(run, variant, manifest["height"], manifest["width"])) {
+      const double err = test::relative_error(ours, ref.get(output));
+      EXPECT_LT(err, kTolerance) << name << ": " << output << " relative error " << err;
+      std::printf("  %-7s %-16s vs upstream %.3g\n", name, output.c_str(), err);
+    }
+  }
+}
 
 // The test can fail: the five variants' reference outputs differ from one
 // another by far more than the tolerance, so a cache that got one flag

@@ -9,12 +9,10 @@
 #
 #   bash tools/device/official_cpu_check.sh        THREADS=N (default 16) for both sides
 #
-# OpenBLAS picks its kernels for the CPU it detects when it is loaded; the
-# summary shows its choice (OPENBLAS_VERBOSE=2). Debian's 0.3.21 does not
-# know the GPU machine's Xeon and falls back to its Prescott kernels, which
-# is why our CPU path is ~3x slower than PyTorch there (docs/PERF.md).
-# OPENBLAS_CORETYPE=SkylakeX (or Haswell) in the environment overrides the
-# choice and passes through to every run.
+# Matrix products go through oneDNN, which picks its kernels from the CPU's
+# features; the bench header names them (Debian's OpenBLAS 0.3.21, used
+# before, fell back to SSE3 kernels on this Xeon: docs/PERF.md). The speed
+# comparison proper is tools/device/cpu_bench.sh.
 set -uo pipefail
 source tools/device/device_lib.sh
 device_begin official_cpu_check
@@ -54,9 +52,9 @@ log "CPU speed, official architecture, 378 x 504, 11 frames, $T threads: upstrea
 python3 tools/reference/official_reference.py --images .upstream/data/courthouse --frames 11 \
   --load-checkpoint /tmp/official.pt --cpu-timing "$W/upstream_official.json" --cpu-threads "$T" 2>&1 |
   grep "upstream cpu" | tee -a "$S"
-OPENBLAS_VERBOSE=2 "$CLI" bench --device cpu --threads "$T" --frames 11 --height 378 --width 504 \
+"$CLI" bench --device cpu --threads "$T" --frames 11 --height 378 --width 504 \
   > "$W/bench_official.txt" 2>&1
-grep -E -i "^ *core|phase 1|steady-state|peak RSS" "$W/bench_official.txt" | tee -a "$S"
+grep -E "bench: |phase 1|steady-state|peak RSS" "$W/bench_official.txt" | tee -a "$S"
 keep
 
 log "CPU speed, small config, 126 x 70, 14 frames, $T threads: upstream, then ours"

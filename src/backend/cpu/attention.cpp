@@ -1,25 +1,20 @@
 // Fast CPU attention: tiled online softmax (FlashAttention's recurrence) over
 // keys held in spans, multithreaded with OpenMP.
 //
-// Version notes (figures: docs/PERF.md, "KV cache (CPU)"):
+// Version notes (figures: docs/PERF.md, "KV cache (CPU)" and "CPU"):
 //   Rows:  one work item per (head, group of up to 8 query rows); dot
 //          products over head_dim against a copied key block, scalar exp2.
 //          Portable; used for few queries (the camera head) and in builds
 //          without AVX2 (sanitizer builds).
-//   Tiled: one work item per (head, tile of kQueryTile queries). Queries are
-//          the SIMD lanes: with Qt = the tile's queries transposed to
-//          [head_dim][lanes], a block of kKeyBlock keys is processed as
-//            S[key][lane]  = sum_c K[key][c] * Qt[c][lane]        (scores)
-//            m, l, P       = online softmax per lane (column)      (exp2 domain)
-//            Ot[c][lane]   = Ot[c][lane] * alpha[lane] + sum_key V[key][c] * P[key][lane]
-//          so every product is a broadcast-times-vector FMA (6 rows x 16 lanes
-//          register tiles, 12 accumulators), the softmax statistics are
-//          vectors across queries, and no transpose of K or V is needed. The
-//          key block's rows for one head are copied to a small contiguous
-//          buffer first: in the cache they sit num_heads*head_dim floats apart
-//          (4 KiB for 16 x 64), which would alias the same L1 sets.
+//   Tiled: one work item per (head, tile of 128 queries), queries as SIMD
+//          lanes (attention_tiled.h), built twice: with AVX2 vectors here
+//          (16 lanes x 6 rows per register tile) and with AVX-512 ones in
+//          attention_avx512.cpp (32 lanes x 12 rows), chosen at run time by
+//          the ISA in use (cpu_isa.h).
 #include "backend/cpu/attention.h"
 
+#include "backend/cpu/attention_tiled.h"
+#include "backend/cpu/cpu_isa.h"
 #include "core/error.h"
 
 #include <omp.h>
@@ -68,8 +63,8 @@ namespace {
 
 using detail::total_keys;
 
-constexpr float kLog2e = 1.4426950408889634f;  // softmax in base 2: e^x = 2^(x log2 e)
-constexpr int kKeyBlock = 64;                  // keys per online-softmax step
+using tiled::KeyStream;
+using tiled::kLog2e;
 constexpr int kRowKeyBlock = 64;               // keys per step in the Rows kernel
 constexpr int kRowGroup = 8;                   // query rows per work item in the Rows kernel
 // Below this many flops a call runs on one thread: waking a team costs more
@@ -93,39 +88,6 @@ struct Scratch {
     LB_CHECK(mem != nullptr, "attention: out of memory for {} floats of scratch", floats);
   }
   float* get() const { return mem.get(); }
-};
-
-// Walks the keys of all spans in order, handing out one head's K/V slices.
-class KeyStream {
- public:
-  KeyStream(std::span<const KvSpan> kv, int64_t row_floats, int64_t head_offset)
-      : kv_(kv), row_floats_(row_floats), head_offset_(head_offset) {}
-
-  // Copies the head slices of up to `max` next keys into kb, vb ([n][head_dim]).
-  int next_block(int max, int head_dim, float* kb, float* vb) {
-    int n = 0;
-    while (n < max && span_ < kv_.size()) {
-      const KvSpan& s = kv_[span_];
-      if (token_ >= s.tokens) {
-        ++span_;
-        token_ = 0;
-        continue;
-      }
-      const int64_t off = token_ * row_floats_ + head_offset_;
-      std::memcpy(kb + int64_t{n} * head_dim, s.k + off, sizeof(float) * static_cast<size_t>(head_dim));
-      std::memcpy(vb + int64_t{n} * head_dim, s.v + off, sizeof(float) * static_cast<size_t>(head_dim));
-      ++token_;
-      ++n;
-    }
-    return n;
-  }
-
- private:
-  std::span<const KvSpan> kv_;
-  int64_t row_floats_;
-  int64_t head_offset_;
-  size_t span_ = 0;
-  int64_t token_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -180,7 +142,7 @@ void attention_rows(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
         m[r] = -std::numeric_limits<float>::infinity();
         l[r] = 0;
       }
-      KeyStream keys(kv, row, int64_t{h} * D);
+      KeyStream keys(kv.data(), kv.size(), row, int64_t{h} * D);
       for (;;) {
         const int n = keys.next_block(kRowKeyBlock, D, kb, vb);
         if (n == 0) break;
@@ -223,197 +185,74 @@ void attention_rows(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
 }
 
 // ---------------------------------------------------------------------------
-// Tiled kernel: AVX2 + FMA.
+// Tiled kernel: AVX2 + FMA vectors for attention_tiled.h.
 // ---------------------------------------------------------------------------
 #if LINGBOT_ATTENTION_AVX2
 
-constexpr int kLanes = 16;        // queries per register tile (two 8-float vectors)
-constexpr int kQueryTile = 128;   // queries per work item (multiple of kLanes)
-constexpr int kTileRows = 6;      // keys (scores) or head-dim rows (output) per register tile
-
-// 2^x for x <= 0 (inputs below -126 give 2^-126, negligible next to the
-// block maximum's 1). Degree-7 Taylor polynomial of e^(f ln 2) on
-// f in [-0.5, 0.5]: truncation error < 6e-9, below float rounding.
-inline __m256 exp2_avx2(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-126.f));
-  x = _mm256_min_ps(x, _mm256_set1_ps(126.f));
-  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 f = _mm256_sub_ps(x, n);
-  __m256 p = _mm256_set1_ps(1.525273380405984e-05f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530393381608e-04f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-03f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618129107628477e-03f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550410866482158e-02f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402265069591007e-01f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471805599453e-01f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-// s[r][lanes] = sum_c kb[r][c] * qt[c][lanes] for R keys, 16 lanes.
-//   qt: [head_dim][qt_stride]  kb: [R][head_dim]  s: [R][s_stride]
-template <int R>
-inline void scores_tile(const float* qt, int64_t qt_stride, const float* kb, int head_dim, float* s,
-                        int64_t s_stride) {
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int c = 0; c < head_dim; ++c) {
-    const __m256 q0 = _mm256_loadu_ps(qt + c * qt_stride);
-    const __m256 q1 = _mm256_loadu_ps(qt + c * qt_stride + 8);
-    for (int r = 0; r < R; ++r) {
-      const __m256 k = _mm256_broadcast_ss(kb + r * head_dim + c);
-      acc[r][0] = _mm256_fmadd_ps(k, q0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(k, q1, acc[r][1]);
-    }
+struct Avx2 {
+  using Reg = __m256;
+  static constexpr int kWidth = 8;     // floats per vector: 16 query lanes per tile
+  static constexpr int kTileRows = 6;  // 12 accumulators of the 16 registers
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  static Reg broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  // 2^x for x <= 0 (inputs below -126 give 2^-126, negligible next to the
+  // block maximum's 1). Degree-7 Taylor polynomial of e^(f ln 2) on
+  // f in [-0.5, 0.5]: truncation error < 6e-9, below float rounding.
+  static Reg exp2(Reg x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-126.f));
+    x = _mm256_min_ps(x, _mm256_set1_ps(126.f));
+    const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 f = _mm256_sub_ps(x, n);
+    __m256 p = _mm256_set1_ps(1.525273380405984e-05f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.5403530393381608e-04f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618129107628477e-03f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550410866482158e-02f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402265069591007e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931471805599453e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
   }
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(s + r * s_stride, acc[r][0]);
-    _mm256_storeu_ps(s + r * s_stride + 8, acc[r][1]);
-  }
-}
+};
 
-// ot[d0+r][lanes] = ot[d0+r][lanes] * alpha[lanes] + sum_j vb[j][d0+r] * p[j][lanes]
-//   p: [n][p_stride]  vb: [n][head_dim]  ot: [head_dim][ot_stride]
-template <int R>
-inline void output_tile(const float* p, int64_t p_stride, int n, const float* vb, int head_dim, int d0,
-                        float* ot, int64_t ot_stride, __m256 alpha0, __m256 alpha1) {
-  __m256 acc[R][2];
-  for (int r = 0; r < R; ++r) {
-    acc[r][0] = _mm256_mul_ps(_mm256_loadu_ps(ot + (d0 + r) * ot_stride), alpha0);
-    acc[r][1] = _mm256_mul_ps(_mm256_loadu_ps(ot + (d0 + r) * ot_stride + 8), alpha1);
-  }
-  for (int j = 0; j < n; ++j) {
-    const __m256 p0 = _mm256_loadu_ps(p + j * p_stride);
-    const __m256 p1 = _mm256_loadu_ps(p + j * p_stride + 8);
-    const float* vj = vb + int64_t{j} * head_dim + d0;
-    for (int r = 0; r < R; ++r) {
-      const __m256 v = _mm256_broadcast_ss(vj + r);
-      acc[r][0] = _mm256_fmadd_ps(v, p0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(v, p1, acc[r][1]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    _mm256_storeu_ps(ot + (d0 + r) * ot_stride, acc[r][0]);
-    _mm256_storeu_ps(ot + (d0 + r) * ot_stride + 8, acc[r][1]);
-  }
-}
-
-template <typename F>
-inline void dispatch_rows(int rows, F&& f) {
-  switch (rows) {
-    case 6: f.template operator()<6>(); break;
-    case 5: f.template operator()<5>(); break;
-    case 4: f.template operator()<4>(); break;
-    case 3: f.template operator()<3>(); break;
-    case 2: f.template operator()<2>(); break;
-    case 1: f.template operator()<1>(); break;
-    default: break;
-  }
-}
-
-void attention_tiled(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim,
-                     float scale, float* out) {
-  const int64_t row = int64_t{num_heads} * head_dim;
-  const int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
-  const int64_t items = tiles * num_heads;  // head-major: threads share a head's keys in cache
-  const int D = head_dim;
-  const float qscale = scale * kLog2e;
-  // Per thread: Qt, Ot [D][QT]; S/P [kKeyBlock][QT]; K, V blocks [kKeyBlock][D]; m, l, alpha [QT].
-  // Allocated here: nothing may throw inside the parallel region.
-  constexpr int64_t QT = kQueryTile;
-  const int64_t per_thread = 2 * D * QT + kKeyBlock * QT + 2 * kKeyBlock * D + 3 * QT;
-  const int threads = threads_for(nq, kv, num_heads, head_dim);
-  std::vector<Scratch> scratch;
-  for (int t = 0; t < threads; ++t) scratch.emplace_back(static_cast<size_t>(per_thread));
-#pragma omp parallel num_threads(threads)
-  {
-    float* qt = scratch[static_cast<size_t>(omp_get_thread_num())].get();
-    float* ot = qt + D * QT;
-    float* s = ot + D * QT;
-    float* kb = s + kKeyBlock * QT;
-    float* vb = kb + kKeyBlock * D;
-    float* m = vb + kKeyBlock * D;
-    float* l = m + QT;
-    float* alpha = l + QT;
-
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < items; ++item) {
-      const int h = static_cast<int>(item / tiles);
-      const int64_t i0 = (item % tiles) * QT;
-      const int nt = static_cast<int>(std::min<int64_t>(QT, nq - i0));
-      const int groups = (nt + kLanes - 1) / kLanes;  // 16-lane groups in use
-      const int lanes = groups * kLanes;
-
-      // Qt[c][r] = q[i0 + r, h, c] * scale * log2(e); padding lanes are 0.
-      for (int r = 0; r < lanes; ++r) {
-        const float* qi = r < nt ? q + (i0 + r) * row + int64_t{h} * D : nullptr;
-        for (int c = 0; c < D; ++c) qt[c * QT + r] = qi ? qi[c] * qscale : 0.f;
-      }
-      for (int c = 0; c < D; ++c) std::fill(ot + c * QT, ot + c * QT + lanes, 0.f);
-      std::fill(m, m + lanes, -std::numeric_limits<float>::infinity());
-      std::fill(l, l + lanes, 0.f);
-
-      KeyStream keys(kv, row, int64_t{h} * D);
-      for (;;) {
-        const int n = keys.next_block(kKeyBlock, D, kb, vb);
-        if (n == 0) break;
-        for (int g = 0; g < groups; ++g) {
-          const int64_t lane0 = int64_t{g} * kLanes;
-          // Scores S[j][lanes] for the block's n keys.
-          for (int j0 = 0; j0 < n; j0 += kTileRows) {
-            dispatch_rows(std::min(kTileRows, n - j0), [&]<int R>() {
-              scores_tile<R>(qt + lane0, QT, kb + int64_t{j0} * D, D, s + j0 * QT + lane0, QT);
-            });
-          }
-          // Online softmax per lane: new max, rescale factor, P = 2^(S - max), row sums.
-          for (int half = 0; half < 2; ++half) {
-            const int64_t c0 = lane0 + 8 * half;
-            const __m256 m_old = _mm256_loadu_ps(m + c0);
-            __m256 m_new = m_old;
-            for (int j = 0; j < n; ++j) m_new = _mm256_max_ps(m_new, _mm256_loadu_ps(s + j * QT + c0));
-            const __m256 a = exp2_avx2(_mm256_sub_ps(m_old, m_new));
-            __m256 sum = _mm256_setzero_ps();
-            for (int j = 0; j < n; ++j) {
-              const __m256 pj = exp2_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + j * QT + c0), m_new));
-              _mm256_storeu_ps(s + j * QT + c0, pj);
-              sum = _mm256_add_ps(sum, pj);
-            }
-            _mm256_storeu_ps(m + c0, m_new);
-            _mm256_storeu_ps(l + c0, _mm256_fmadd_ps(_mm256_loadu_ps(l + c0), a, sum));
-            _mm256_storeu_ps(alpha + c0, a);
-          }
-          // Ot = Ot * alpha + V^T P.
-          const __m256 a0 = _mm256_loadu_ps(alpha + lane0);
-          const __m256 a1 = _mm256_loadu_ps(alpha + lane0 + 8);
-          for (int d0 = 0; d0 < D; d0 += kTileRows) {
-            dispatch_rows(std::min(kTileRows, D - d0), [&]<int R>() {
-              output_tile<R>(s + lane0, QT, n, vb, D, d0, ot + lane0, QT, a0, a1);
-            });
-          }
-        }
-      }
-
-      // out[i0 + r, h, c] = Ot[c][r] / l[r]
-      for (int r = 0; r < nt; ++r) {
-        float* oi = out + (i0 + r) * row + int64_t{h} * D;
-        const float inv = 1.f / l[r];
-        for (int c = 0; c < D; ++c) oi[c] = ot[c * QT + r] * inv;
-      }
-    }
-  }
-}
 #endif  // LINGBOT_ATTENTION_AVX2
 
 }  // namespace
 
 namespace detail {
 
-bool tiled_kernel_available() { return LINGBOT_ATTENTION_AVX2 != 0; }
+bool kernel_available(Kernel kernel) {
+  switch (kernel) {
+    case Kernel::TiledAvx2:
+      return LINGBOT_ATTENTION_AVX2 != 0 && cpu_supports(Isa::Avx2);
+    case Kernel::TiledAvx512:
+      return avx512_kernels_built() && cpu_supports(Isa::Avx512);
+    default:
+      return true;
+  }
+}
+
+bool tiled_kernel_available() { return tiled_kernel_for(isa_in_use()) != Kernel::Rows; }
+
+Kernel tiled_kernel_for(Isa isa) {
+  if (isa == Isa::Avx512 && kernel_available(Kernel::TiledAvx512)) return Kernel::TiledAvx512;
+  if (kernel_available(Kernel::TiledAvx2)) return Kernel::TiledAvx2;
+  return Kernel::Rows;
+}
 
 void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
                     int head_dim, float scale, float* out) {
   check_arguments(q, nq, kv, num_heads, head_dim, out);
+  LB_CHECK(kernel_available(kernel), "attention: kernel {} is not available in this build on this CPU",
+           static_cast<int>(kernel));
   if (nq == 0) return;
   if (total_keys(kv) == 0) {
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
@@ -421,13 +260,28 @@ void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const K
   }
   // Tiled wins from a few queries on (lanes beyond nq are wasted, not wrong).
   if (kernel == Kernel::Auto) kernel = nq >= 4 ? Kernel::Tiled : Kernel::Rows;
-#if LINGBOT_ATTENTION_AVX2
-  if (kernel == Kernel::Tiled) {
-    attention_tiled(q, nq, kv, num_heads, head_dim, scale, out);
+  if (kernel == Kernel::Tiled) kernel = tiled_kernel_for(isa_in_use());
+  if (kernel == Kernel::Rows) {
+    attention_rows(q, nq, kv, num_heads, head_dim, scale, out);
     return;
   }
+  // The tiled kernels' scratch, allocated here: nothing may throw inside
+  // their parallel regions.
+  const int threads = threads_for(nq, kv, num_heads, head_dim);
+  std::vector<Scratch> scratch;
+  std::vector<float*> per_thread;
+  for (int t = 0; t < threads; ++t) {
+    scratch.emplace_back(static_cast<size_t>(tiled::scratch_floats(head_dim)));
+    per_thread.push_back(scratch.back().get());
+  }
+  if (kernel == Kernel::TiledAvx512) {
+    attention_tiled_avx512(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, per_thread.data());
+    return;
+  }
+#if LINGBOT_ATTENTION_AVX2
+  tiled::attention_tiled<Avx2>(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads,
+                               per_thread.data());
 #endif
-  attention_rows(q, nq, kv, num_heads, head_dim, scale, out);
 }
 
 }  // namespace detail

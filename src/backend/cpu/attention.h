@@ -14,6 +14,8 @@
 // compute_attention returns zeros for an empty cache).
 #pragma once
 
+#include "backend/cpu/cpu_isa.h"
+
 #include <cstdint>
 #include <span>
 
@@ -38,13 +40,20 @@ void attention_reference(const float* q, int64_t nq, std::span<const KvSpan> kv,
 
 namespace detail {
 // The kernels behind attention(), selectable for tests and benchmarks.
-//   Tiled: queries of one head in tiles of 16 lanes (AVX2+FMA builds; else = Rows)
-//   Rows:  one query row at a time, any head_dim, portable C++
-//   Auto:  Tiled when available and nq >= 4, else Rows
-enum class Kernel { Auto, Tiled, Rows };
+//   TiledAvx2:   queries of one head as SIMD lanes, AVX2 + FMA (16 lanes)
+//   TiledAvx512: the same algorithm built for AVX-512 (32 lanes)
+//   Tiled:       the tiled kernel of the ISA in use (isa_in_use(); the AVX2
+//                one where the AVX-512 one is missing, Rows where both are)
+//   Rows:        one query row at a time, any head_dim, portable C++
+//   Auto:        Tiled when nq >= 4, else Rows
+enum class Kernel { Auto, Tiled, TiledAvx2, TiledAvx512, Rows };
+// Throws lingbot::Error for a kernel this build or CPU cannot run
+// (kernel_available() false).
 void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
                     int head_dim, float scale, float* out);
-bool tiled_kernel_available();
+bool kernel_available(Kernel kernel);
+bool tiled_kernel_available();        // a tiled kernel for the ISA in use
+Kernel tiled_kernel_for(Isa isa);     // TiledAvx512, TiledAvx2 or Rows
 // Throws lingbot::Error for bad shapes, counts or null pointers.
 void check_arguments(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim,
                      const float* out);

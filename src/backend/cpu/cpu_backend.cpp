@@ -2,6 +2,7 @@
 // The ops live in cpu_layers.cpp (token matrices) and cpu_image_ops.cpp (NCHW).
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
 
 #include <fmt/format.h>
@@ -11,15 +12,21 @@
 
 namespace lingbot {
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu::CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa) {
+  return std::make_unique<cpu::CpuBackend>(threads, cpu::resolve_isa(isa));
+}
 
 namespace cpu {
 
-CpuBackend::CpuBackend(int threads) : threads_(threads) {
+CpuBackend::CpuBackend(int threads, Isa isa)
+    : threads_(threads), isa_(isa), convolutions_(std::make_unique<OnednnConvolutions>()) {
+  use_isa(isa);
+  limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
 }
 
-std::string CpuBackend::name() const { return fmt::format("cpu ({} threads, OpenBLAS)", num_threads()); }
+std::string CpuBackend::name() const { return fmt::format("cpu ({} threads, {}, own kernels {})", num_threads(), gemm_name(), isa_name(isa_));
+}
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }
 

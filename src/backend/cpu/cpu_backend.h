@@ -1,9 +1,12 @@
-// The CPU backend: float32 everywhere, OpenBLAS for matrix products, OpenMP
-// for everything else. It is the portable reference path; its results are
-// what the parity tests hold against upstream PyTorch at 1e-4.
+// The CPU backend: float32 everywhere, oneDNN for matrix products, OpenMP
+// for everything else, kernels chosen per CPU at run time (cpu_isa.h). It is
+// the portable reference path; its results are what the parity tests hold
+// against upstream PyTorch at 1e-4.
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/onednn_conv.h"
 #include "backend/op_contracts.h"
 
 #include <vector>
@@ -12,7 +15,7 @@ namespace lingbot::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  CpuBackend(int threads, Isa isa);
 
   Device device() const override { return Device::CPU; }
   std::string name() const override;
@@ -60,9 +63,9 @@ class CpuBackend final : public Backend {
   contracts::Target contract() const { return {Device::CPU, compute_dtype(), residual_dtype()}; }
 
   int threads_;
-  // conv2d's im2col buffer, kept from call to call: allocating and zeroing
-  // up to 64 MB per convolution was a serial step in every DPT convolution.
-  std::vector<float> columns_;
+  Isa isa_;  // which build of our own kernels this backend calls
+  // conv2d's oneDNN primitives and scratch, kept from call to call.
+  std::unique_ptr<OnednnConvolutions> convolutions_;
 };
 
 }  // namespace lingbot::cpu

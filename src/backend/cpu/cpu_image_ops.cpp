@@ -1,6 +1,6 @@
 // CPU ops on images and NCHW feature maps: patch extraction, layout changes,
-// convolutions (im2col + OpenBLAS, in row chunks so the column buffer stays
-// small even at full resolution) and bilinear resizing.
+// convolutions (oneDNN's primitives: onednn_conv.h; the transposed one as a
+// matrix product and a scatter) and bilinear resizing.
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
@@ -11,13 +11,6 @@
 #include <vector>
 
 namespace lingbot::cpu {
-
-namespace {
-
-// Column buffers are kept under this many floats (64 MB).
-constexpr int64_t kMaxColumnFloats = int64_t{16} << 20;
-
-}  // namespace
 
 void CpuBackend::patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
                           const std::array<float, 3>& std, Tensor& patches) {
@@ -53,62 +46,10 @@ void CpuBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps
 
 void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
   const contracts::ConvDims d = contracts::check_conv2d(contract(), x, w, b, stride, pad, out);
-  const contracts::Nchw& in = d.in;
-  const contracts::Nchw& o = d.out;
-  const int64_t k = d.kernel;
-  const int64_t ckk = in.c * k * k;
-  const float* src = x.f32();
-  const float* wt = w.f32();
-  float* dst = out.f32();
-  const bool pointwise = k == 1 && stride == 1 && pad == 0;
-  // Output rows per chunk so that the column buffer stays bounded.
-  const int64_t rows_per_chunk = std::max<int64_t>(1, std::min(o.h, kMaxColumnFloats / std::max<int64_t>(1, ckk * o.w)));
-  const size_t col_floats = pointwise ? 0 : static_cast<size_t>(ckk * rows_per_chunk * o.w);
-  if (columns_.size() < col_floats) columns_.resize(col_floats);  // im2col writes every element it uses
-  float* const col = columns_.data();
-
-  for (int64_t n = 0; n < in.n; ++n) {
-    const float* xin = src + n * in.c * in.h * in.w;
-    float* yout = dst + n * o.c * o.h * o.w;
-    if (pointwise) {
-      gemm_ab(o.c, o.h * o.w, in.c, wt, in.c, xin, in.h * in.w, yout, o.h * o.w);
-      continue;
-    }
-    for (int64_t r0 = 0; r0 < o.h; r0 += rows_per_chunk) {
-      const int64_t rows = std::min(rows_per_chunk, o.h - r0);
-      const int64_t cols = rows * o.w;
-      // col[(c, ky, kx), (oy - r0, ox)] = x[c, oy*stride - pad + ky, ox*stride - pad + kx] (0 outside).
-#pragma omp parallel for schedule(static) if (parallel_worth(ckk * cols))
-      for (int64_t ck = 0; ck < ckk; ++ck) {
-        const int64_t c = ck / (k * k), ky = (ck / k) % k, kx = ck % k;
-        float* crow = col + ck * cols;
-        for (int64_t oy = 0; oy < rows; ++oy) {
-          const int64_t iy = (r0 + oy) * stride - pad + ky;
-          float* cdst = crow + oy * o.w;
-          if (iy < 0 || iy >= in.h) {
-            std::fill(cdst, cdst + o.w, 0.0f);
-            continue;
-          }
-          const float* xrow = xin + (c * in.h + iy) * in.w;
-          for (int64_t ox = 0; ox < o.w; ++ox) {
-            const int64_t ix = ox * stride - pad + kx;
-            cdst[ox] = (ix >= 0 && ix < in.w) ? xrow[ix] : 0.0f;
-          }
-        }
-      }
-      gemm_ab(o.c, cols, ckk, wt, ckk, col, cols, yout + r0 * o.w, o.h * o.w);
-    }
-  }
-  if (b) {
-    const float* bias = b->f32();
-    const int64_t plane = o.h * o.w;
-#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(o.n * o.c * plane))
-    for (int64_t n = 0; n < o.n; ++n)
-      for (int64_t c = 0; c < o.c; ++c) {
-        float* p = dst + (n * o.c + c) * plane;
-        for (int64_t i = 0; i < plane; ++i) p[i] += bias[c];
-      }
-  }
+  const ConvShape shape{d.in.n, d.in.c, d.in.h, d.in.w, d.out.c, d.kernel, stride, pad};
+  LB_CHECK(shape.out_h() == d.out.h && shape.out_w() == d.out.w, "conv2d: output {}x{} where {}x{} was expected",
+           d.out.h, d.out.w, shape.out_h(), shape.out_w());
+  convolutions_->run(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, out.f32());
 }
 
 void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {

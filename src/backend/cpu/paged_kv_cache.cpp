@@ -1,6 +1,7 @@
 #include "backend/cpu/paged_kv_cache.h"
 
 #include "backend/cpu/kv_spans.h"
+#include "backend/cpu/parallel.h"
 
 #include <cstring>
 
@@ -24,6 +25,7 @@ void PagedKvCache::ensure_pages(BlockMemory& mem, int32_t pages) {
     mem.chunks.push_back(
         Tensor::empty({per_chunk, 2, geometry_.page_size, geometry_.num_heads, geometry_.head_dim}));
     bytes_reserved_ += static_cast<int64_t>(mem.chunks.back().nbytes());
+    parallel_first_touch(mem.chunks.back().f32(), mem.chunks.back().numel());
   }
 }
 
@@ -47,8 +49,8 @@ void PagedKvCache::append(int block, const Tensor& k, const Tensor& v) {
   for (const kv::RowWrite& w : plan.writes) {
     float* dst = page_k(mem, w.page) + int64_t{w.slot} * row;
     const size_t bytes = static_cast<size_t>(int64_t{w.count} * row) * sizeof(float);
-    std::memcpy(dst, k.f32() + w.src_row * row, bytes);
-    std::memcpy(dst + v_off, v.f32() + w.src_row * row, bytes);
+    parallel_copy(dst, k.f32() + w.src_row * row, bytes);
+    parallel_copy(dst + v_off, v.f32() + w.src_row * row, bytes);
   }
   for (const kv::SlotCopy& c : plan.copies) {
     const float* src = page_k(mem, c.src_page) + int64_t{c.src_slot} * row;

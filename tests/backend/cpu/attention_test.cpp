@@ -1,4 +1,4 @@
-// cpu::attention (both kernels) against the double-precision reference, over
+// cpu::attention (every kernel: rows, tiled AVX2, tiled AVX-512) against the double-precision reference, over
 // many span layouts, shapes and score ranges; plus argument errors.
 #include "backend/cpu/attention.h"
 
@@ -74,9 +74,17 @@ void check(const Problem& p, detail::Kernel kernel, std::mt19937& rng) {
                                      << " kernel=" << static_cast<int>(kernel);
 }
 
+// The kernels this machine can run (CI's has AVX-512, so all of them there).
+std::vector<detail::Kernel> runnable_kernels() {
+  std::vector<detail::Kernel> kernels;
+  for (detail::Kernel k : {detail::Kernel::Rows, detail::Kernel::TiledAvx2, detail::Kernel::TiledAvx512})
+    if (detail::kernel_available(k)) kernels.push_back(k);
+  return kernels;
+}
+
 }  // namespace
 
-TEST(Attention, BothKernelsMatchTheReference) {
+TEST(Attention, EveryKernelMatchesTheReference) {
   std::mt19937 rng(5);
   const std::vector<Problem> problems = {
       {1, 1, 1, {1}},
@@ -91,9 +99,21 @@ TEST(Attention, BothKernelsMatchTheReference) {
       {33, 2, 32, {250, 250}, 8.f},
   };
   for (const Problem& p : problems) {
-    check(p, detail::Kernel::Rows, rng);
-    check(p, detail::Kernel::Tiled, rng);
+    for (detail::Kernel k : runnable_kernels()) check(p, k, rng);
     check(p, detail::Kernel::Auto, rng);
+  }
+}
+
+TEST(Attention, TheIsaInUsePicksItsTiledKernel) {
+  // Release builds compile the AVX2 kernel (sanitizer builds may not: then Rows).
+  const bool avx2 = detail::kernel_available(detail::Kernel::TiledAvx2);
+  EXPECT_EQ(detail::tiled_kernel_for(Isa::Avx2), avx2 ? detail::Kernel::TiledAvx2 : detail::Kernel::Rows);
+  if (cpu_supports(Isa::Avx512)) {
+    EXPECT_TRUE(detail::kernel_available(detail::Kernel::TiledAvx512));
+    EXPECT_EQ(detail::tiled_kernel_for(Isa::Avx512), detail::Kernel::TiledAvx512);
+  } else {
+    EXPECT_FALSE(detail::kernel_available(detail::Kernel::TiledAvx512));
+    EXPECT_THROW(detail::attention_with(detail::Kernel::TiledAvx512, nullptr, 0, {}, 1, 1, 1.f, nullptr), Error);
   }
 }
 
@@ -110,7 +130,8 @@ TEST(Attention, RandomShapes) {
     const int spans = pick(1, 6);
     for (int s = 0; s < spans; ++s) p.span_tokens.push_back(pick(0, 90));
     if (p.span_tokens[0] == 0) p.span_tokens[0] = 1;
-    check(p, pick(0, 1) ? detail::Kernel::Tiled : detail::Kernel::Rows, rng);
+    const std::vector<detail::Kernel> kernels = runnable_kernels();
+    check(p, kernels[static_cast<size_t>(pick(0, static_cast<int>(kernels.size()) - 1))], rng);
   }
 }
 

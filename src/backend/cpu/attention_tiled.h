@@ -1,0 +1,260 @@
+// The tiled attention kernel, written once over a SIMD type and compiled once
+// per instruction set: attention.cpp instantiates it with AVX2 vectors,
+// attention_avx512.cpp (built with AVX-512 code generation) with AVX-512 ones.
+//
+// Queries are the SIMD lanes. With Qt = a tile's queries transposed to
+// [head_dim][lanes], a block of kKeyBlock keys is processed as
+//   S[key][lane]  = sum_c K[key][c] * Qt[c][lane]        (scores)
+//   m, l, P       = online softmax per lane (column)      (exp2 domain)
+//   Ot[c][lane]   = Ot[c][lane] * alpha[lane] + sum_key V[key][c] * P[key][lane]
+// so every product is a broadcast-times-vector FMA on register tiles of
+// Simd::kTileRows rows x two vectors of lanes, the softmax statistics are
+// vectors across queries, and no transpose of K or V is needed. AVX-512's 32
+// registers hold 12 rows x 32 lanes (24 accumulators), twice the lanes and
+// rows of AVX2's 6 x 16: each key and value element loaded feeds twice the
+// queries. The key block's rows for one head are copied to a small
+// contiguous buffer first: in the cache they sit num_heads*head_dim floats
+// apart (4 KiB for 16 x 64), which would alias the same L1 sets.
+//
+// Everything here has internal linkage (the unnamed namespace) on purpose:
+// each includer compiles it with its own ISA flags, and a shared inline
+// definition could be merged by the linker into the AVX-512 copy and run on
+// a CPU without AVX-512. For the same reason the kernel calls no inline
+// library templates (std::fill, std::min on floats) that another translation
+// unit might instantiate with other flags (plain loops instead), takes the
+// spans as a pointer and a count, and leaves allocation and error checks
+// (fmt's templates) to the caller, which is built for the baseline.
+#pragma once
+
+#include "backend/cpu/attention.h"
+
+#include <omp.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace lingbot::cpu::tiled {
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;  // softmax in base 2: e^x = 2^(x log2 e)
+constexpr int kKeyBlock = 64;                  // keys per online-softmax step
+constexpr int kQueryTile = 128;                // queries per work item (a multiple of both ISAs' lanes)
+
+// Floats of scratch each thread needs: Qt, Ot [D][QT]; S/P [kKeyBlock][QT];
+// K, V blocks [kKeyBlock][D]; m, l, alpha [QT].
+constexpr int64_t scratch_floats(int head_dim) {
+  return 2 * int64_t{head_dim} * kQueryTile + int64_t{kKeyBlock} * kQueryTile + 2 * int64_t{kKeyBlock} * head_dim +
+         3 * kQueryTile;
+}
+
+// Walks the keys of all spans in order, handing out one head's K/V slices.
+class KeyStream {
+ public:
+  KeyStream(const KvSpan* spans, size_t count, int64_t row_floats, int64_t head_offset)
+      : spans_(spans), count_(count), row_floats_(row_floats), head_offset_(head_offset) {}
+
+  // Copies the head slices of up to `max` next keys into kb, vb ([n][head_dim]).
+  int next_block(int max, int head_dim, float* kb, float* vb) {
+    int n = 0;
+    while (n < max && span_ < count_) {
+      const KvSpan& s = spans_[span_];
+      if (token_ >= s.tokens) {
+        ++span_;
+        token_ = 0;
+        continue;
+      }
+      const int64_t off = token_ * row_floats_ + head_offset_;
+      std::memcpy(kb + int64_t{n} * head_dim, s.k + off, sizeof(float) * static_cast<size_t>(head_dim));
+      std::memcpy(vb + int64_t{n} * head_dim, s.v + off, sizeof(float) * static_cast<size_t>(head_dim));
+      ++token_;
+      ++n;
+    }
+    return n;
+  }
+
+ private:
+  const KvSpan* spans_;
+  size_t count_;
+  int64_t row_floats_;
+  int64_t head_offset_;
+  size_t span_ = 0;
+  int64_t token_ = 0;
+};
+
+// Calls f.template operator()<R>() for R = rows, 1 <= rows <= kMax.
+template <int kMax, typename F>
+inline void with_rows(int rows, F&& f) {
+  if constexpr (kMax >= 1) {
+    if (rows == kMax) {
+      f.template operator()<kMax>();
+    } else {
+      with_rows<kMax - 1>(rows, f);
+    }
+  }
+}
+
+// s[r][lanes] = sum_c kb[r][c] * qt[c][lanes] for R keys, two vectors of lanes.
+//   qt: [head_dim][qt_stride]  kb: [R][head_dim]  s: [R][s_stride]
+template <class Simd, int R>
+inline void scores_tile(const float* qt, int64_t qt_stride, const float* kb, int head_dim, float* s,
+                        int64_t s_stride) {
+  using V = typename Simd::Reg;
+  constexpr int W = Simd::kWidth;
+  V acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = Simd::zero();
+  for (int c = 0; c < head_dim; ++c) {
+    const V q0 = Simd::load(qt + c * qt_stride);
+    const V q1 = Simd::load(qt + c * qt_stride + W);
+    for (int r = 0; r < R; ++r) {
+      const V k = Simd::broadcast(kb + r * head_dim + c);
+      acc[r][0] = Simd::fmadd(k, q0, acc[r][0]);
+      acc[r][1] = Simd::fmadd(k, q1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    Simd::store(s + r * s_stride, acc[r][0]);
+    Simd::store(s + r * s_stride + W, acc[r][1]);
+  }
+}
+
+// ot[d0+r][lanes] = ot[d0+r][lanes] * alpha[lanes] + sum_j vb[j][d0+r] * p[j][lanes]
+//   p: [n][p_stride]  vb: [n][head_dim]  ot: [head_dim][ot_stride]
+template <class Simd, int R>
+inline void output_tile(const float* p, int64_t p_stride, int n, const float* vb, int head_dim, int d0,
+                        float* ot, int64_t ot_stride, typename Simd::Reg alpha0, typename Simd::Reg alpha1) {
+  using V = typename Simd::Reg;
+  constexpr int W = Simd::kWidth;
+  V acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = Simd::mul(Simd::load(ot + (d0 + r) * ot_stride), alpha0);
+    acc[r][1] = Simd::mul(Simd::load(ot + (d0 + r) * ot_stride + W), alpha1);
+  }
+  for (int j = 0; j < n; ++j) {
+    const V p0 = Simd::load(p + j * p_stride);
+    const V p1 = Simd::load(p + j * p_stride + W);
+    const float* vj = vb + int64_t{j} * head_dim + d0;
+    for (int r = 0; r < R; ++r) {
+      const V v = Simd::broadcast(vj + r);
+      acc[r][0] = Simd::fmadd(v, p0, acc[r][0]);
+      acc[r][1] = Simd::fmadd(v, p1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    Simd::store(ot + (d0 + r) * ot_stride, acc[r][0]);
+    Simd::store(ot + (d0 + r) * ot_stride + W, acc[r][1]);
+  }
+}
+
+// out = softmax(scale q k^T) v over the keys of spans[0, count), on
+// `threads` threads (OpenMP over heads x query tiles), thread t using
+// scratch[t] (64-byte aligned, scratch_floats(head_dim) floats). nq >= 1 and
+// at least one key.
+template <class Simd>
+void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads, int head_dim,
+                     float scale, float* out, int threads, float* const* scratch) {
+  using V = typename Simd::Reg;
+  constexpr int W = Simd::kWidth;
+  constexpr int kLanes = 2 * W;  // queries per register tile
+  constexpr int kRows = Simd::kTileRows;
+  static_assert(kQueryTile % kLanes == 0);
+  const int64_t row = int64_t{num_heads} * head_dim;
+  const int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
+  const int64_t items = tiles * num_heads;  // head-major: threads share a head's keys in cache
+  const int D = head_dim;
+  const float qscale = scale * kLog2e;
+  constexpr int64_t QT = kQueryTile;
+#pragma omp parallel num_threads(threads)
+  {
+    float* qt = scratch[omp_get_thread_num()];
+    float* ot = qt + D * QT;
+    float* s = ot + D * QT;
+    float* kb = s + kKeyBlock * QT;
+    float* vb = kb + kKeyBlock * D;
+    float* m = vb + kKeyBlock * D;
+    float* l = m + QT;
+    float* alpha = l + QT;
+
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      const int h = static_cast<int>(item / tiles);
+      const int64_t i0 = (item % tiles) * QT;
+      const int nt = nq - i0 < QT ? static_cast<int>(nq - i0) : static_cast<int>(QT);
+      const int groups = (nt + kLanes - 1) / kLanes;  // lane groups in use
+      const int lanes = groups * kLanes;
+
+      // Qt[c][r] = q[i0 + r, h, c] * scale * log2(e); padding lanes are 0.
+      for (int r = 0; r < lanes; ++r) {
+        const float* qi = r < nt ? q + (i0 + r) * row + int64_t{h} * D : nullptr;
+        for (int c = 0; c < D; ++c) qt[c * QT + r] = qi ? qi[c] * qscale : 0.f;
+      }
+      for (int c = 0; c < D; ++c)
+        for (int r = 0; r < lanes; ++r) ot[c * QT + r] = 0.f;
+      for (int r = 0; r < lanes; ++r) {
+        m[r] = -std::numeric_limits<float>::infinity();
+        l[r] = 0.f;
+      }
+
+      KeyStream keys(spans, count, row, int64_t{h} * D);
+      for (;;) {
+        const int n = keys.next_block(kKeyBlock, D, kb, vb);
+        if (n == 0) break;
+        for (int g = 0; g < groups; ++g) {
+          const int64_t lane0 = int64_t{g} * kLanes;
+          // Scores S[j][lanes] for the block's n keys.
+          for (int j0 = 0; j0 < n; j0 += kRows) {
+            with_rows<kRows>(n - j0 < kRows ? n - j0 : kRows, [&]<int R>() {
+              scores_tile<Simd, R>(qt + lane0, QT, kb + int64_t{j0} * D, D, s + j0 * QT + lane0, QT);
+            });
+          }
+          // Online softmax per lane: new max, rescale factor, P = 2^(S - max), row sums.
+          for (int half = 0; half < 2; ++half) {
+            const int64_t c0 = lane0 + W * half;
+            const V m_old = Simd::load(m + c0);
+            V m_new = m_old;
+            for (int j = 0; j < n; ++j) m_new = Simd::max(m_new, Simd::load(s + j * QT + c0));
+            const V a = Simd::exp2(Simd::sub(m_old, m_new));  // 0 on the first block (m = -inf)
+            V sum = Simd::zero();
+            for (int j = 0; j < n; ++j) {
+              const V pj = Simd::exp2(Simd::sub(Simd::load(s + j * QT + c0), m_new));
+              Simd::store(s + j * QT + c0, pj);
+              sum = Simd::add(sum, pj);
+            }
+            Simd::store(m + c0, m_new);
+            Simd::store(l + c0, Simd::fmadd(Simd::load(l + c0), a, sum));
+            Simd::store(alpha + c0, a);
+          }
+          // Ot = Ot * alpha + V^T P.
+          const V a0 = Simd::load(alpha + lane0);
+          const V a1 = Simd::load(alpha + lane0 + W);
+          for (int d0 = 0; d0 < D; d0 += kRows) {
+            with_rows<kRows>(D - d0 < kRows ? D - d0 : kRows, [&]<int R>() {
+              output_tile<Simd, R>(s + lane0, QT, n, vb, D, d0, ot + lane0, QT, a0, a1);
+            });
+          }
+        }
+      }
+
+      // out[i0 + r, h, c] = Ot[c][r] / l[r]
+      for (int r = 0; r < nt; ++r) {
+        float* oi = out + (i0 + r) * row + int64_t{h} * D;
+        const float inv = 1.f / l[r];
+        for (int c = 0; c < D; ++c) oi[c] = ot[c * QT + r] * inv;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lingbot::cpu::tiled
+
+namespace lingbot::cpu::detail {
+
+// attention_tiled<Avx512> (attention_avx512.cpp); call only where
+// avx512_kernels_built() and the CPU has AVX-512.
+void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
+                            int head_dim, float scale, float* out, int threads, float* const* scratch);
+// Whether this build compiled the AVX-512 kernels (x86-64 builds do).
+bool avx512_kernels_built();
+
+}  // namespace lingbot::cpu::detail

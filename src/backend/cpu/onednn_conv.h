@@ -1,0 +1,43 @@
+// 2-D convolutions on the CPU through oneDNN's convolution primitives (the
+// DPT head's), which run direct AVX-512 / AVX2 kernels on blocked layouts
+// (issue 19's profile had them at 155-185 GFLOP/s on the DPT shapes, where
+// the im2col + GEMM they replace ran at 41-128).
+//
+// A primitive is made once per shape and kept with a buffer for the weights
+// in the layout it wants (reordered into it on each call); the NCHW
+// activations are reordered in and out through two scratch buffers that grow
+// and are kept, so a call after the first allocates and zero-fills nothing.
+// Bias is applied inside the primitive. Call from serial code (oneDNN
+// threads through OpenMP).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace lingbot::cpu {
+
+struct ConvShape {
+  int64_t n, c_in, h, w;  // input, NCHW
+  int64_t c_out, kernel;  // weights [c_out][c_in][kernel][kernel]
+  int stride, pad;        // the same in both directions
+  int64_t out_h() const { return (h + 2 * pad - kernel) / stride + 1; }
+  int64_t out_w() const { return (w + 2 * pad - kernel) / stride + 1; }
+};
+
+class OnednnConvolutions {
+ public:
+  OnednnConvolutions();
+  ~OnednnConvolutions();
+  OnednnConvolutions(const OnednnConvolutions&) = delete;
+  OnednnConvolutions& operator=(const OnednnConvolutions&) = delete;
+
+  // out[n][c_out][out_h][out_w] = conv(x, w) + bias (bias may be null);
+  // x, w [c_out][c_in][k][k] and out in NCHW, out apart from x.
+  void run(const ConvShape& shape, const float* x, const float* w, const float* bias, float* out);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace lingbot::cpu

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The CPU path's speed on the GPU machine's 16-core CPU against upstream
+# PyTorch fp32 in the same call: the official architecture with random
+# weights, 378 x 504, 8 scale frames (issue 19; docs/PERF.md, "CPU"). From
+# the repository root, carrying .upstream and .deps (tools/device/README.md;
+# .deps/debs must hold oneDNN: libdnnl2, libdnnl-dev, ocl-icd-libopencl1).
+# Results: $OUT/summary.txt, $OUT/logs.tar.gz (every log and JSON).
+#
+#   bash tools/device/cpu_bench.sh PART [PART...]      THREADS=N (default 16)
+#
+# Parts (a device call holds one or two; the first call also builds, ~3 min):
+#   compare      upstream, then ours: 11 frames, phase 1 and frame 10, peak RSS
+#   window       ours, 76 frames: a full-window frame (72) and the steady state
+#   window-up    upstream, 76 frames, for the same figures (about 7 minutes)
+#   scaling      ours at each of THREAD_LIST's counts (default "2 4 8 16"; the 2-
+#                thread run alone takes minutes: split it, THREAD_LIST="2 4" then
+#                THREAD_LIST="8 16"), 13 frames: phase 1, frame 10
+#   profile      ours with --profile, 11 frames: where a frame's time goes
+#   isa          ours with --cpu-isa avx2 (the baseline build of our kernels)
+# Every part builds first (ninja: a warm machine rebuilds nothing).
+set -uo pipefail
+source tools/device/device_lib.sh
+device_begin cpu_bench
+T=${THREADS:-16}
+H=378
+WIDTH=504
+SCALE=8
+[ $# -ge 1 ] || set -- compare
+case ${1:-} in -h | --help) sed -n '2,20p' "$0"; exit 0 ;; esac
+
+environment
+deps
+note "$(lscpu | grep -E '^Model name' | tr -s ' '), $(nproc) CPUs"
+note "CPU flags: $(grep -o -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+log "build (CPU only)"
+configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=OFF ||
+  { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
+grep -E "oneDNN" "$W/cmake.log" | tee -a "$S"
+build /tmp/build-cpu "$W/build.log" lingbot-map || exit 1
+CLI=/tmp/build-cpu/bin/lingbot-map
+
+# ours FRAMES THREADS NAME [ARGS...]: lingbot-map bench on the CPU; its
+# header (the kernels in use), figures and peak RSS into the summary.
+ours() {
+  local frames=$1 threads=$2 name=$3
+  shift 3
+  timeout "${OURS_TIMEOUT:-560}" "$CLI" bench --device cpu --threads "$threads" --frames "$frames" --height $H \
+    --width $WIDTH --num-scale-frames $SCALE --json "$W/ours_$name.json" "$@" > "$W/ours_$name.txt" 2>&1
+  note "-- ours $name: $frames frames, $threads threads $* (rc=$?)"
+  { grep -E "bench: |^phase 1|^frame 10|^frame 72|steady-state|^not measured|peak RSS" "$W/ours_$name.txt" ||
+    tail -3 "$W/ours_$name.txt"; } | cut -c1-300 | tee -a "$S"
+  keep
+}
+
+# upstream FRAMES NAME: official_reference.py's CPU timing, same threads,
+# frames and size; phase 1, frames 10 and 72 and peak RSS into the summary.
+upstream() {
+  local frames=$1 name=$2
+  timeout "${UPSTREAM_TIMEOUT:-560}" python3 tools/reference/official_reference.py \
+    --images .upstream/data/courthouse --frames "$frames" --height $H --width $WIDTH --num-scale $SCALE \
+    --cpu-timing "$W/upstream_$name.json" --cpu-threads "$T" > "$W/upstream_$name.txt" 2>&1
+  note "-- upstream $name: $frames frames, $T threads (rc=$?)"
+  python3 - "$W/upstream_$name.json" "$SCALE" <<'EOF' 2>&1 | tee -a "$S"
+import json, sys
+t = json.load(open(sys.argv[1]))
+scale = int(sys.argv[2])
+frames = t["frame_ms"]  # frame_ms[i] is frame scale + i
+line = [f"phase 1 ({scale} scale frames together): {t['phase1_ms']:.1f} ms"]
+for f in (10, 72):
+    if f - scale < len(frames):
+        line.append(f"frame {f}: {frames[f - scale]:.1f} ms")
+half = sorted(frames[len(frames) // 2:])
+if half:
+    line.append(f"steady-state median: {half[len(half) // 2]:.1f} ms")
+line.append(f"peak RSS {t['peak_rss_mb']:.0f} MB")
+print(" | ".join(line))
+EOF
+  keep
+}
+
+for part in "$@"; do
+  case $part in
+    compare)
+      log "compare: upstream then ours, 11 frames, $T threads"
+      upstream 11 compare
+      ours 13 "$T" compare  # frame 10 is timed, not drained, with pipeline depth 2
+      ;;
+    window)
+      log "window: ours, 76 frames (frame 72 with the 64-frame window full), $T threads"
+      ours 76 "$T" window
+      ;;
+    window-up)
+      log "window-up: upstream, 76 frames, $T threads"
+      upstream 76 window
+      ;;
+    scaling)
+      log "scaling: ours at ${THREAD_LIST:-2 4 8 16} threads, 13 frames"
+      for t in ${THREAD_LIST:-2 4 8 16}; do ours 13 "$t" "threads$t"; done
+      ;;
+    profile)
+      log "profile: ours, 13 frames, $T threads, stage table"
+      ours 13 "$T" profile --profile
+      sed -n '/stage/,$p' "$W/ours_profile.txt" | head -60 | tee -a "$S"
+      ;;
+    isa)
+      log "isa: ours with the AVX2 build of our kernels, 13 frames, $T threads"
+      ours 13 "$T" avx2 --cpu-isa avx2
+      ;;
+    *)
+      note "unknown part '$part' (compare, window, window-up, scaling, profile, isa)"
+      ;;
+  esac
+done
+log "done"
