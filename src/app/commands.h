@@ -97,6 +97,7 @@ ExportArgs export_after_run(const RunArgs& run);
 struct ViewArgs {
   std::string result_dir;  // a `run --out` folder (or its predictions.npz)
   double conf_threshold = 1.5;
+  std::string sky_masks;  // --sky-masks DIR: confidence 0 where the masks say sky
   ViewerArgs viewer;
 };
 void add_view_command(CLI::App& app, ViewArgs& args);

@@ -49,6 +49,13 @@ viewer::FrameInput viewer_frame(const FrameResult& r, const video::Frame& frame)
   return in;
 }
 
+void mask_sky(viewer::FrameInput& frame, const io::SkyMasks& masks, const std::string& frame_name) {
+  if (!frame.depth_conf.defined()) return;
+  frame.depth_conf = frame.depth_conf.clone();
+  const int height = static_cast<int>(frame.depth_conf.dim(0)), width = static_cast<int>(frame.depth_conf.dim(1));
+  masks.zero_sky_confidence(frame_name, frame.depth_conf.f32(), width, height);
+}
+
 namespace {
 
 volatile std::sig_atomic_t g_stop_serving = 0;

@@ -4,10 +4,12 @@
 
 #include "app/commands.h"
 #include "model/streaming_model.h"
+#include "output/sky_masks.h"
 #include "video/frame_source.h"
 #include "viewer/live_viewer.h"
 
 #include <memory>
+#include <string>
 
 namespace lingbot {
 
@@ -19,6 +21,11 @@ std::unique_ptr<viewer::LiveViewer> open_live_viewer(const ViewerArgs& args, con
 
 // A finished frame as the viewer takes it: views of its tensors, no copies.
 viewer::FrameInput viewer_frame(const FrameResult& result, const video::Frame& frame);
+
+// --sky-masks for the viewer, as for the exports: the frame's confidence,
+// copied (the run's outputs keep the model's), set to 0 where its mask
+// (named after `frame_name`) says sky, so the page drops those points.
+void mask_sky(viewer::FrameInput& frame, const io::SkyMasks& masks, const std::string& frame_name);
 
 // The End message, then serving on until SIGINT or SIGTERM (said on stderr).
 void keep_serving(viewer::LiveViewer& viewer, int frames);

@@ -43,6 +43,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <utility>
 
 namespace lingbot {
@@ -259,6 +260,9 @@ int run_run(const RunArgs& a) {
                     : std::string(),
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count());
 
+  std::optional<io::SkyMasks> viewer_sky;  // --sky-masks applies to the page too
+  if (live && !sky_masks.empty()) viewer_sky.emplace(sky_masks);
+
   // Frames are kept only until their results come back (the scale phase
   // holds num_scale_frames of them), for the images array and point colours.
   std::deque<video::Frame> held;
@@ -268,7 +272,11 @@ int run_run(const RunArgs& a) {
       const video::Frame& source_frame = held[static_cast<size_t>(r.index - first_held)];
       outputs.add(r, source_frame, frame_name(source_frame, !a.images.empty()));
       if (windowed) outputs.add_frame_type(static_cast<uint8_t>(r.role));
-      if (live) live->add_frame(viewer_frame(r, source_frame));  // queues references; never waits
+      if (live) {  // queues references; never waits
+        viewer::FrameInput in = viewer_frame(r, source_frame);
+        if (viewer_sky) mask_sky(in, *viewer_sky, frame_name(source_frame, !a.images.empty()));
+        live->add_frame(std::move(in));
+      }
       if (a.emit == "jsonl") {
         std::fputs(frame_json_line(r, source_frame).c_str(), stdout);
         std::fflush(stdout);

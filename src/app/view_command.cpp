@@ -4,6 +4,9 @@
 #include "app/live_view.h"
 #include "core/log.h"
 #include "output/predictions.h"
+#include "output/sky_masks.h"
+
+#include <optional>
 
 namespace lingbot {
 
@@ -11,11 +14,21 @@ void add_view_command(CLI::App& app, ViewArgs& a) {
   CLI::App* cmd = app.add_subcommand("view", "Show a saved result (run --out) in a browser: points, cameras, path");
   cmd->add_option("result_dir", a.result_dir, "A `run --out` folder holding predictions.npz")->required();
   cmd->add_option("--conf-threshold", a.conf_threshold, "The page's starting confidence threshold");
+  cmd->add_option("--sky-masks", a.sky_masks,
+                  "Precomputed sky masks (upstream's --sky_mask_dir naming): sky gets confidence 0, so the page "
+                  "leaves those points out");
   add_viewer_options(*cmd, a.viewer, false);
 }
 
 int run_view(const ViewArgs& a) {
-  const io::Predictions p = io::load_predictions(a.result_dir);
+  std::optional<io::SkyMasks> sky;
+  if (!a.sky_masks.empty()) sky.emplace(a.sky_masks);  // a missing folder fails before the npz is read
+  io::Predictions p = io::load_predictions(a.result_dir);
+  if (sky) {
+    const int64_t pixels = io::apply_sky_masks(*sky, p);
+    log_info("--sky-masks {}: {} of {} pixels are sky (confidence 0)", a.sky_masks, pixels,
+             int64_t{p.frames} * p.height * p.width);
+  }
   viewer::SceneInfo scene;
   scene.width = p.width;
   scene.height = p.height;
