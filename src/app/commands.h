@@ -1,6 +1,8 @@
 // The subcommands of lingbot-map: their options and entry points.
 #pragma once
 
+#include "output/predictions.h"
+
 #include <lingbot/options.h>
 
 #include <CLI/CLI.hpp>
@@ -93,6 +95,10 @@ void add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);
 // `run --export F,...`: `export` on the finished result folder, with run's --conf-threshold.
 ExportArgs export_after_run(const RunArgs& run);
+// A saved result (`run --out` folder or its predictions.npz), with the sky
+// masks of `sky_masks` (a folder, or empty for none) applied to its
+// confidence; shared by `export` and `view`.
+io::Predictions load_predictions_masked(const std::string& result_dir, const std::string& sky_masks);
 
 struct ViewArgs {
   std::string result_dir;  // a `run --out` folder (or its predictions.npz)

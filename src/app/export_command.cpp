@@ -73,16 +73,21 @@ ExportArgs export_after_run(const RunArgs& run) {
   return a;
 }
 
-int run_export(const ExportArgs& a) {
-  io::parse_export_formats(a.formats);  // a typo fails before the (large) npz is read
+io::Predictions load_predictions_masked(const std::string& result_dir, const std::string& sky_masks) {
   std::optional<io::SkyMasks> sky;
-  if (!a.sky_masks.empty()) sky.emplace(a.sky_masks);  // a missing folder fails before the npz is read
-  io::Predictions p = io::load_predictions(a.result_dir);
+  if (!sky_masks.empty()) sky.emplace(sky_masks);  // a missing folder fails before the npz is read
+  io::Predictions p = io::load_predictions(result_dir);
   if (sky) {
     const int64_t pixels = io::apply_sky_masks(*sky, p);
-    log_info("--sky-masks {}: {} of {} pixels are sky (confidence 0)", a.sky_masks, pixels,
+    log_info("--sky-masks {}: {} of {} pixels are sky (confidence 0)", sky_masks, pixels,
              int64_t{p.frames} * p.height * p.width);
   }
+  return p;
+}
+
+int run_export(const ExportArgs& a) {
+  io::parse_export_formats(a.formats);  // a typo fails before the (large) npz is read
+  io::Predictions p = load_predictions_masked(a.result_dir, a.sky_masks);
   const io::ExportOptions o = export_options(a, p);
   const io::ExportSummary s = io::export_predictions(p, o);
   std::string formats;

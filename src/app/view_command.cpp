@@ -4,9 +4,7 @@
 #include "app/live_view.h"
 #include "core/log.h"
 #include "output/predictions.h"
-#include "output/sky_masks.h"
 
-#include <optional>
 
 namespace lingbot {
 
@@ -21,14 +19,7 @@ void add_view_command(CLI::App& app, ViewArgs& a) {
 }
 
 int run_view(const ViewArgs& a) {
-  std::optional<io::SkyMasks> sky;
-  if (!a.sky_masks.empty()) sky.emplace(a.sky_masks);  // a missing folder fails before the npz is read
-  io::Predictions p = io::load_predictions(a.result_dir);
-  if (sky) {
-    const int64_t pixels = io::apply_sky_masks(*sky, p);
-    log_info("--sky-masks {}: {} of {} pixels are sky (confidence 0)", a.sky_masks, pixels,
-             int64_t{p.frames} * p.height * p.width);
-  }
+  const io::Predictions p = load_predictions_masked(a.result_dir, a.sky_masks);
   viewer::SceneInfo scene;
   scene.width = p.width;
   scene.height = p.height;
