@@ -34,7 +34,13 @@
   CHOICE(Device, cpu_isa, "auto", "auto|avx2|avx512",                                                          \
          "Instruction set of the CPU path's own kernels: auto (the best this CPU has), or avx2 or avx512 "      \
          "forced (testing every path on one machine; a CPU without it is an error)")                            \
+  CHOICE(Device, cpu_dtype, "fp32", "fp32|bf16",                                                             \
+         "Number type of the CPU path's transformer: fp32, or bf16 (bfloat16 weights and activations with "    \
+         "float32 sums, through oneDNN; for CPUs with AVX512-BF16 or AMX; half the weight memory)")             \
   CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
+  CHOICE(Stream, kv_dtype, "auto", "auto|bf16|fp8",                                                          \
+         "Storage of the KV cache's keys and values: auto (the compute type: bfloat16 on the GPU, float32 on "  \
+         "the CPU), bf16, or fp8 (e4m3 with a scale per page and head: half of bf16's memory)")                  \
   CONFIG_INT(Stream, num_scale_frames, "num_scale_frames", 1,                                                   \
              "Frames processed together at the start of a stream; the KV cache also keeps this many first "    \
              "frames for good (kv_cache_scale_frames), as upstream demo.py's --num_scale_frames does")          \

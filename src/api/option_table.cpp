@@ -187,6 +187,9 @@ void check_options(const Options& o) {
 
 StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   check_options(o);
+  // Being built: until the fp8 KV cache lands, its values are refused
+  // rather than silently ignored.
+  if (o.kv_dtype != "auto") fail("option kv_dtype {}: not available in this build yet", o.kv_dtype);
   StreamOptions s = StreamOptions::from_config(config);
   if (o.num_scale_frames) {
     s.num_scale_frames = *o.num_scale_frames;
@@ -245,6 +248,8 @@ int capped_threads(int threads) {
 
 std::unique_ptr<Backend> make_backend(const Options& o) {
   check_options(o);
+  // Being built: refused until the bf16 CPU path lands.
+  if (o.cpu_dtype != "fp32") fail("option cpu_dtype {}: not available in this build yet", o.cpu_dtype);
   std::string device = o.device;
   if (device == "auto") {
     // The CUDA backend is a module loaded here (backend/cuda_module.h); a
