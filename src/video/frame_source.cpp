@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <chrono>
 #include <thread>
 #include <utility>
 
@@ -126,7 +127,11 @@ class DecodingSource final : public FrameSource {
 
   bool next(Frame& frame) override {
     std::unique_lock<std::mutex> lock(mutex_);
-    ready_.wait(lock, [&] { return !queue_.empty() || ended_; });
+    if (queue_.empty() && !ended_) {
+      const auto start = std::chrono::steady_clock::now();
+      ready_.wait(lock, [&] { return !queue_.empty() || ended_; });
+      seconds_waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     if (!queue_.empty()) {
       frame = std::move(queue_.front());
       queue_.pop_front();
@@ -137,6 +142,10 @@ class DecodingSource final : public FrameSource {
     return false;
   }
   int64_t expected_frames() const override { return expected_; }
+  double seconds_waited() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return seconds_waited_;
+  }
   int height() const override { return height_; }
   int width() const override { return width_; }
   std::string description() const override { return description_; }
@@ -188,9 +197,10 @@ class DecodingSource final : public FrameSource {
   size_t capacity_;
   int height_ = 0, width_ = 0;
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable ready_, space_;
   std::deque<Frame> queue_;
+  double seconds_waited_ = 0;  // in next(), for frames not yet decoded
   bool stopping_ = false, ended_ = false;
   std::exception_ptr error_;
   std::thread worker_;  // last: started once everything above exists

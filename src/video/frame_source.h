@@ -77,6 +77,10 @@ class FrameSource {
   virtual int width() const = 0;
   // One phrase for the log, e.g. "clip.mp4 (h264, 1920x1080, 30 fps, every 3rd frame)".
   virtual std::string description() const = 0;
+  // Seconds next() has spent waiting for a frame the decoding thread had
+  // not finished yet, the first frame excepted: 0 when decoding keeps ahead
+  // of the model (sources that read in next() itself report 0).
+  virtual double seconds_waited() const { return 0; }
 };
 
 // Opens what `options` names (exactly one of images / video). Opening errors

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 using namespace lingbot;
@@ -203,6 +204,39 @@ TEST(FrameSource, PipeSourceGivesPreprocessedFramesAndStopsWhenDropped) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   }
   close(fds[1]);
+  close(fds[0]);
+}
+
+// The run log's "the model waited X s for the decoder": time spent in next()
+// for frames the decoding thread had not read yet, here a pipe whose writer
+// holds the second frame back for 0.3 s; the first frame is not counted.
+TEST(FrameSource, CountsTheTimeNextWaitedForTheDecoder) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  video::SourceOptions o;
+  o.video = "-";
+  o.input_format = "rgb24";
+  o.input_size = "28x14";
+  o.preprocess.image_size = 28;
+  o.stdin_fd = fds[0];
+  const std::string frame(28 * 14 * 3, '\x40');
+  ASSERT_EQ(write(fds[1], frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
+  auto source = video::open_frame_source(o);
+  video::Frame f;
+  ASSERT_TRUE(source->next(f));
+  EXPECT_EQ(source->seconds_waited(), 0.0);  // it was decoded before next() was called
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_EQ(write(fds[1], frame.data(), frame.size()), static_cast<ssize_t>(frame.size()));
+    close(fds[1]);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(source->next(f));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  writer.join();
+  EXPECT_GT(source->seconds_waited(), 0.2);
+  EXPECT_LE(source->seconds_waited(), waited);
+  EXPECT_FALSE(source->next(f));
   close(fds[0]);
 }
 
