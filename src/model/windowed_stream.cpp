@@ -58,7 +58,19 @@ void WindowedStream::reset() {
 }
 
 void WindowedStream::start_next_window(std::vector<FrameResult>& out) {
-  take(model_.finish(), out);
+  std::vector<FrameResult> drained = model_.finish();
+  // The next window's scale frames go to the model first, so that the
+  // device runs its scale phase while the host finishes the window before:
+  // aligning its last frames (after the first window, all of that window).
+  // Their results, if any come back already, wait until then.
+  model_.reset();
+  const std::deque<Tensor> overlap = recent_;
+  const size_t early = std::min(overlap.size(), static_cast<size_t>(std::max(plan_.scale_frames, 1)));
+  std::vector<FrameResult> early_results;
+  for (size_t f = 0; f < early; ++f)
+    for (FrameResult& r : model_.push(overlap[f])) early_results.push_back(std::move(r));
+
+  take(std::move(drained), out);
   if (alignments_.size() == 1) {
     // The first window, held whole until now, goes through the identity.
     similarity_ = Similarity{};
@@ -72,15 +84,14 @@ void WindowedStream::start_next_window(std::vector<FrameResult>& out) {
   prev_tail_ = std::move(tail_);
   tail_.clear();
   similarity_.reset();
-  model_.reset();
   window_start_ += plan_.step();
-  window_pushed_ = 0;
+  window_pushed_ = static_cast<int>(early);
   alignments_.emplace_back();  // filled in once the overlap's frames are back
   log_debug("window {} starts at frame {}", alignments_.size() - 1, window_start_);
-  const std::deque<Tensor> overlap = recent_;
-  for (const Tensor& frame : overlap) {
+  take(std::move(early_results), out);
+  for (size_t f = early; f < overlap.size(); ++f) {
     ++window_pushed_;
-    take(model_.push(frame), out);
+    take(model_.push(overlap[f]), out);
   }
 }
 
