@@ -1,7 +1,12 @@
 // The op table (backend_ops_table.h) on the CPU backend, with one thread
 // and with two: the ops split their loops across threads above a size
-// (backend/cpu/parallel.h) and the larger cases of the table cross it.
+// (backend/cpu/parallel.h) and the larger cases of the table cross it; and
+// in the bf16 mode (--cpu-dtype bf16, compute_dtype() bfloat16: the table's
+// `lowp` bounds, as for CUDA), skipped on CPUs without AVX512-BF16.
 #include "backend_ops_table.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/onednn_matmul.h"
 
 namespace lingbot::test::ops {
 namespace {
@@ -15,9 +20,19 @@ BackendUnderTest cpu_backend(int threads) {
           }};
 }
 
+BackendUnderTest cpu_bf16_backend() {
+  return {"CpuBf16", [](std::string* why) -> std::shared_ptr<Backend> {
+            if (!cpu::cpu_has_bf16_arithmetic()) {
+              *why = "this CPU lacks AVX512-BF16 (--cpu-dtype bf16)";
+              return nullptr;
+            }
+            return make_cpu_backend(2, "auto", "bf16");
+          }};
+}
+
 INSTANTIATE_TEST_SUITE_P(BackendOps, OpTable,
                          ::testing::Combine(::testing::ValuesIn(op_cases()),
-                                            ::testing::Values(cpu_backend(1), cpu_backend(2))),
+                                            ::testing::Values(cpu_backend(1), cpu_backend(2), cpu_bf16_backend())),
                          op_param_name);
 
 }  // namespace

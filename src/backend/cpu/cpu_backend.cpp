@@ -2,8 +2,11 @@
 // The ops live in cpu_layers.cpp (token matrices) and cpu_image_ops.cpp (NCHW).
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/bf16_kv_bridge.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
+#include "core/half.h"
+#include "core/log.h"
 
 #include <fmt/format.h>
 
@@ -13,19 +16,44 @@
 namespace lingbot {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa) {
-  return std::make_unique<cpu::CpuBackend>(threads, cpu::resolve_isa(isa));
+  return make_cpu_backend(threads, isa, "fp32");
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype) {
+  LB_CHECK(dtype == "fp32" || dtype == "bf16", "--cpu-dtype {}: expected fp32 or bf16", dtype);
+  const cpu::Isa kernels = cpu::resolve_isa(isa);
+  if (dtype == "bf16") {
+    // oneDNN's bf16 matmuls on a CPU without bf16 instructions would be its
+    // reference loops (many times slower than fp32): refuse instead.
+    LB_CHECK(cpu::cpu_has_bf16_arithmetic(),
+             "--cpu-dtype bf16: this CPU lacks AVX512-BF16 (and AMX-BF16); use --cpu-dtype fp32");
+    LB_CHECK(kernels == cpu::Isa::Avx512, "--cpu-dtype bf16: needs --cpu-isa auto or avx512, not {}",
+             cpu::isa_name(kernels));
+    if (!cpu::cpu_has_amx_bf16())
+      log_warn("--cpu-dtype bf16: this CPU has AVX512-BF16 but no AMX; its bf16 matrix products are correct but "
+               "slower than fp32 (docs/PERF.md); the mode still halves the weight memory");
+  }
+  return std::make_unique<cpu::CpuBackend>(threads, kernels, dtype == "bf16" ? DType::BF16 : DType::F32);
 }
 
 namespace cpu {
 
-CpuBackend::CpuBackend(int threads, Isa isa)
-    : threads_(threads), isa_(isa), convolutions_(std::make_unique<OnednnConvolutions>()) {
+CpuBackend::CpuBackend(int threads, Isa isa, DType compute)
+    : threads_(threads),
+      isa_(isa),
+      compute_(compute),
+      matmuls_(std::make_unique<OnednnMatmuls>()),
+      convolutions_(std::make_unique<OnednnConvolutions>()) {
+  LB_CHECK(compute == DType::F32 || compute == DType::BF16, "cpu backend: compute dtype {} (float32 or bfloat16)",
+           dtype_name(compute));
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
 }
 
-std::string CpuBackend::name() const { return fmt::format("cpu ({} threads, {}, own kernels {})", num_threads(), gemm_name(), isa_name(isa_));
+std::string CpuBackend::name() const {
+  return fmt::format("cpu ({} threads, {}, own kernels {}{})", num_threads(), gemm_name(), isa_name(isa_),
+                     compute_ == DType::BF16 ? ", bf16 matmul" : "");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }
@@ -54,7 +82,13 @@ Tensor CpuBackend::download(const Tensor& device) {
 
 void CpuBackend::fill(Tensor& t, float value) {
   contracts::check_fill(contract(), t);
-  LB_CHECK(t.dtype() == DType::F32, "fill: the cpu backend fills float32 tensors only, got {}", t.describe());
+  if (t.dtype() == DType::BF16) {
+    uint16_t* p = t.data_as<uint16_t>();
+    std::fill(p, p + t.numel(), f32_to_bf16(value));
+    return;
+  }
+  LB_CHECK(t.dtype() == DType::F32, "fill: the cpu backend fills float32 or bfloat16 tensors, got {}",
+           t.describe());
   float* p = t.f32();
   std::fill(p, p + t.numel(), value);
 }
@@ -71,7 +105,8 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<kv::KvCache> CpuBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                        const kv::TokenLayout& tokens, int num_blocks) {
-  return kv::make_cpu_cache(layout, config, tokens, num_blocks);
+  auto store = kv::make_cpu_cache(layout, config, tokens, num_blocks);
+  return compute_ == DType::BF16 ? widen_bf16_for(std::move(store)) : std::move(store);
 }
 
 }  // namespace cpu
