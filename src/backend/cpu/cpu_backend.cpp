@@ -53,7 +53,7 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute)
 
 std::string CpuBackend::name() const {
   return fmt::format("cpu ({} threads, {}, own kernels {}{})", num_threads(), gemm_name(), isa_name(isa_),
-                     compute_ == DType::BF16 ? ", bf16 matmul" : "");
+                     compute_ == DType::BF16 ? ", bf16 matmul " + bf16_matmul_name() : "");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }

@@ -78,6 +78,18 @@ void OnednnMatmuls::run(const MatmulShape& s, const uint16_t* x, const uint16_t*
   }
 }
 
+std::string bf16_matmul_name() {
+  try {
+    const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const int64_t rows = 978, in = 1024, out = 3072;
+    const dnnl::matmul::desc desc(row_major(rows, in, Dt::bf16), memory::desc({in, out}, Dt::bf16, {1, in}),
+                                  row_major(rows, out, Dt::bf16));
+    return dnnl::matmul::primitive_desc(desc, engine).impl_info_str();
+  } catch (const dnnl::error& e) {
+    return std::string("none (") + e.what() + ")";
+  }
+}
+
 bool cpu_has_bf16_arithmetic() {
 #if defined(__x86_64__)
   return __builtin_cpu_supports("avx512bf16");

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace lingbot::cpu {
 
@@ -46,6 +47,11 @@ class OnednnMatmuls {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// The implementation oneDNN picks for the bf16 mode's products (a frame's
+// qkv shape), for the run header: "brg:avx512_core_amx" (AMX tiles),
+// "brg:avx512_core_bf16" (AVX512-BF16); anything else is a slow fallback.
+std::string bf16_matmul_name();
 
 // Whether this CPU has bfloat16 arithmetic in hardware (AVX512-BF16, which
 // every CPU with AMX-BF16 also has): what --cpu-dtype bf16 requires.
