@@ -6,7 +6,6 @@
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
 #include "core/half.h"
-#include "core/log.h"
 
 #include <fmt/format.h>
 
@@ -22,30 +21,37 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa) {
 std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype) {
   LB_CHECK(dtype == "fp32" || dtype == "bf16", "--cpu-dtype {}: expected fp32 or bf16", dtype);
   const cpu::Isa kernels = cpu::resolve_isa(isa);
-  if (dtype == "bf16") {
-    // oneDNN's bf16 matmuls on a CPU without bf16 instructions would be its
-    // reference loops (many times slower than fp32): refuse instead.
-    LB_CHECK(cpu::cpu_has_bf16_arithmetic(),
-             "--cpu-dtype bf16: this CPU lacks AVX512-BF16 (and AMX-BF16); use --cpu-dtype fp32");
-    LB_CHECK(kernels == cpu::Isa::Avx512, "--cpu-dtype bf16: needs --cpu-isa auto or avx512, not {}",
-             cpu::isa_name(kernels));
-    if (!cpu::cpu_has_amx_bf16())
-      log_warn("--cpu-dtype bf16: this CPU has AVX512-BF16 but no AMX; its bf16 matrix products are correct but "
-               "slower than fp32 (docs/PERF.md); the mode still halves the weight memory");
-  }
-  return std::make_unique<cpu::CpuBackend>(threads, kernels, dtype == "bf16" ? DType::BF16 : DType::F32);
+  const bool bf16 = dtype == "bf16";
+  // Asking oneDNN about AMX fixes its ISA ceiling, so not where the backend
+  // is about to cap it at AVX2 (--cpu-isa avx2: AVX2 has no bf16 products).
+  const cpu::Bf16Products products = bf16 && kernels == cpu::Isa::Avx512 ? cpu::bf16_products_for_this_cpu()
+                                                                         : cpu::Bf16Products::WidenedSgemm;
+  return std::make_unique<cpu::CpuBackend>(threads, kernels, bf16 ? DType::BF16 : DType::F32, products);
 }
 
 namespace cpu {
 
-CpuBackend::CpuBackend(int threads, Isa isa, DType compute)
+Bf16Products bf16_products_for_this_cpu() {
+  return cpu_has_amx_bf16() ? Bf16Products::OnednnBf16 : Bf16Products::WidenedSgemm;
+}
+
+const char* bf16_products_name(Bf16Products products) {
+  return products == Bf16Products::OnednnBf16 ? "oneDNN bf16 matmul" : "bf16 widened to sgemm";
+}
+
+CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products products)
     : threads_(threads),
       isa_(isa),
       compute_(compute),
+      bf16_products_(products),
       matmuls_(std::make_unique<OnednnMatmuls>()),
       convolutions_(std::make_unique<OnednnConvolutions>()) {
   LB_CHECK(compute == DType::F32 || compute == DType::BF16, "cpu backend: compute dtype {} (float32 or bfloat16)",
            dtype_name(compute));
+  // oneDNN's bf16 matmuls on a CPU without bf16 instructions would be its
+  // reference loops; only tests ask for them explicitly.
+  LB_CHECK(compute == DType::F32 || products != Bf16Products::OnednnBf16 || cpu_has_bf16_arithmetic(),
+           "--cpu-dtype bf16: oneDNN's bf16 matmuls need AVX512-BF16, which this CPU lacks");
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
@@ -53,7 +59,9 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute)
 
 std::string CpuBackend::name() const {
   return fmt::format("cpu ({} threads, {}, own kernels {}{})", num_threads(), gemm_name(), isa_name(isa_),
-                     compute_ == DType::BF16 ? ", bf16 matmul " + bf16_matmul_name() : "");
+                     compute_ != DType::BF16                          ? ""
+                     : bf16_products_ == Bf16Products::OnednnBf16 ? ", bf16: oneDNN matmul " + bf16_matmul_name()
+                                                                  : ", bf16: weights widened to sgemm (no AMX)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }

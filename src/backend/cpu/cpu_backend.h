@@ -1,12 +1,13 @@
 // The CPU backend: oneDNN for matrix products, OpenMP for everything else,
 // kernels chosen per CPU at run time (cpu_isa.h). In float32 (the default) it
 // is the portable reference path; its results are what the parity tests hold
-// against upstream PyTorch at 1e-4. In bfloat16 (--cpu-dtype bf16, CPUs with
-// AVX512-BF16 / AMX) compute_dtype() is bf16: the encoder's and aggregator's
-// matrix weights are stored in bf16 and their Linear layers run as oneDNN
-// bf16 matmuls with float32 sums (onednn_matmul.h); LayerNorm, q/k/v
-// preparation and attention compute in float32 on widened bf16 inputs, the
-// residual stream and both heads stay float32 (as upstream's autocast).
+// against upstream PyTorch at 1e-4. In bfloat16 (--cpu-dtype bf16)
+// compute_dtype() is bf16: the encoder's and aggregator's matrix weights are
+// stored in bf16 (half their memory) and their Linear layers take and give
+// bf16 activations with float32 sums, by one of two kernels (Bf16Products);
+// LayerNorm, q/k/v preparation and attention compute in float32 on widened
+// bf16 rows; the residual stream and both heads stay float32 (as upstream's
+// autocast).
 #pragma once
 
 #include "backend/backend.h"
@@ -20,19 +21,35 @@
 
 namespace lingbot {
 
-// make_cpu_backend with the cpu_dtype option: "fp32" or "bf16". bf16 throws
-// lingbot::Error naming --cpu-dtype on a CPU without AVX512-BF16, or with
-// our kernels forced to AVX2 (--cpu-isa avx2 caps oneDNN at AVX2 too).
+// make_cpu_backend with the cpu_dtype option: "fp32" or "bf16" (any other
+// value throws lingbot::Error naming --cpu-dtype). bf16 runs on every CPU;
+// its products take the faster kernel for the CPU (Bf16Products).
 std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype);
 
 }  // namespace lingbot
 
 namespace lingbot::cpu {
 
+// How the bf16 mode multiplies bf16 activations by bf16 weights (both exact
+// in float32, summed in float32: the same arithmetic, two kernels):
+enum class Bf16Products {
+  // oneDNN's bf16 matmul primitives (onednn_matmul.h), bias, GELU and the
+  // residual update fused: AMX tiles where the CPU has them, the default
+  // there. (On AVX512-BF16 alone they run at 0.5-0.6x of fp32's sgemm.)
+  OnednnBf16,
+  // The weights widened to float32 per call, then sgemm: fp32's speed less
+  // the widening (a few percent), on any CPU; the default without AMX.
+  WidenedSgemm,
+};
+// The default for this CPU.
+Bf16Products bf16_products_for_this_cpu();
+const char* bf16_products_name(Bf16Products products);
+
 class CpuBackend final : public Backend {
  public:
-  // compute: DType::F32 or DType::BF16 (the caller has checked the CPU).
-  CpuBackend(int threads, Isa isa, DType compute = DType::F32);
+  // compute: DType::F32 or DType::BF16; products: the bf16 mode's kernel.
+  CpuBackend(int threads, Isa isa, DType compute = DType::F32,
+             Bf16Products products = Bf16Products::WidenedSgemm);
 
   Device device() const override { return Device::CPU; }
   std::string name() const override;
@@ -86,6 +103,7 @@ class CpuBackend final : public Backend {
   int threads_;
   Isa isa_;  // which build of our own kernels this backend calls
   DType compute_;  // F32, or BF16 in the bf16 mode
+  Bf16Products bf16_products_;
   std::unique_ptr<OnednnMatmuls> matmuls_;  // the bf16 mode's primitives
   // conv2d's oneDNN primitives and scratch, kept from call to call.
   std::unique_ptr<OnednnConvolutions> convolutions_;

@@ -153,9 +153,37 @@ void store(const Tensor& result, Tensor& out) {
 
 void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, MatmulDst kind,
                              void* dst, int64_t n, int64_t k, int64_t m) {
-  thread_local std::vector<uint16_t> x_bf16;
-  matmuls_->run({n, k, m}, as_bf16(x, x_bf16), w.data_as<const uint16_t>(), b ? b->f32() : nullptr, act, kind,
-                dst);
+  const float* bias = b ? b->f32() : nullptr;
+  if (bf16_products_ == Bf16Products::OnednnBf16) {
+    thread_local std::vector<uint16_t> x_bf16;
+    matmuls_->run({n, k, m}, as_bf16(x, x_bf16), w.data_as<const uint16_t>(), bias, act, kind, dst);
+    return;
+  }
+  // Widened: bf16 values are exact in float32, so sgemm multiplies the same
+  // numbers as a bf16 product would, and sums them in float32 too.
+  thread_local std::vector<float> x32, w32, y32;
+  const float* xs = as_f32(x, x32);
+  const float* ws = as_f32(w, w32);
+  if (kind == MatmulDst::AddIntoF32) {  // dst += x w^T + b: the bias first, then sgemm accumulates
+    float* r = static_cast<float*>(dst);
+    if (bias) {
+#pragma omp parallel for schedule(static) if (parallel_worth(n * m))
+      for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+        for (int64_t c = 0; c < m; ++c) r[i * m + c] += bias[c];
+      }
+    }
+    gemm_abt(n, m, k, xs, k, ws, k, r, m, /*accumulate=*/true);
+    return;
+  }
+  float* y = static_cast<float*>(dst);
+  if (kind == MatmulDst::Bf16) {
+    y32.resize(static_cast<size_t>(n * m));
+    y = y32.data();
+  }
+  gemm_abt(n, m, k, xs, k, ws, k, y, m);
+  apply_bias_activation(y, n, m, bias, act);
+  if (kind == MatmulDst::Bf16) bf16_from_f32(y, static_cast<uint16_t*>(dst), n * m);
 }
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
