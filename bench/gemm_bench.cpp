@@ -62,6 +62,7 @@ void BM_Bf16Matmul(benchmark::State& state) {
   lingbot::cpu::bf16_from_f32(t.x.data(), x.data(), m * k);
   lingbot::cpu::bf16_from_f32(t.w.data(), w.data(), n * k);
   lingbot::cpu::OnednnMatmuls matmuls;
+  state.SetLabel(lingbot::cpu::bf16_matmul_name());
   for (auto _ : state) {
     matmuls.run({m, k, n}, x.data(), w.data(), nullptr, lingbot::Activation::None, lingbot::cpu::MatmulDst::Bf16,
                 out.data());

@@ -25,6 +25,9 @@
 #                RSS every 16 frames (the peak is the load: fp32 random weights
 #                and their bf16 copies side by side)
 #   bf16-profile ours bf16 with --profile, 10 frames, pipeline depth 0
+#   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
+#                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
+#                THREADS and at 1 thread (about 2 minutes; builds gemm_bench)
 # Every part builds first (ninja: a warm machine rebuilds nothing).
 set -uo pipefail
 source tools/device/device_lib.sh
@@ -34,17 +37,20 @@ H=378
 WIDTH=504
 SCALE=8
 [ $# -ge 1 ] || set -- compare
-case ${1:-} in -h | --help) sed -n '2,30p' "$0"; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,33p' "$0"; exit 0 ;; esac
 
 environment
 deps
 note "$(lscpu | grep -E '^Model name' | tr -s ' '), $(nproc) CPUs"
 note "CPU flags: $(grep -o -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 log "build (CPU only)"
-configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=OFF ||
+BENCH=OFF
+TARGETS=lingbot-map
+case " $* " in *" gemm "*) BENCH=ON TARGETS="lingbot-map gemm_bench" ;; esac
+configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=$BENCH ||
   { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
 grep -E "oneDNN" "$W/cmake.log" | tee -a "$S"
-build /tmp/build-cpu "$W/build.log" lingbot-map || exit 1
+build /tmp/build-cpu "$W/build.log" $TARGETS || exit 1
 CLI=/tmp/build-cpu/bin/lingbot-map
 
 # ours FRAMES THREADS NAME [ARGS...]: lingbot-map bench on the CPU; its
@@ -131,8 +137,19 @@ for part in "$@"; do
       log "isa: ours with the AVX2 build of our kernels, 13 frames, $T threads"
       ours 13 "$T" avx2 --cpu-isa avx2
       ;;
+    gemm)
+      log "gemm: fp32 sgemm (BM_Backend) against bf16 matmul (BM_Bf16Matmul), $T threads and 1"
+      for t in "$T" 1; do
+        note "-- gemm_bench, $t threads (medians of 3, ms)"
+        OMP_NUM_THREADS=$t timeout 280 /tmp/build-cpu/bin/gemm_bench \
+          --benchmark_filter='(BM_Backend|BM_Bf16Matmul)/M:(978|7824)/' --benchmark_repetitions=3 \
+          --benchmark_report_aggregates_only=true > "$W/gemm_$t.txt" 2>&1
+        grep median "$W/gemm_$t.txt" | awk '{print $1, $2, $3, $4, $5, $NF}' | tee -a "$S"
+      done
+      keep
+      ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, profile, isa, bf16, bf16-window, bf16-profile)"
+      note "unknown part '$part' (compare, window, window-up, scaling, profile, isa, bf16, bf16-window, bf16-profile, gemm)"
       ;;
   esac
 done
