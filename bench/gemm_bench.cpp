@@ -7,6 +7,8 @@
 // OPENBLAS_CORETYPE=SkylakeX (or Haswell) overrides OpenBLAS's choice of
 // kernels; LINGBOT_CPU_ISA=avx2 caps oneDNN at AVX2.
 #include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/onednn_matmul.h"
 
@@ -71,6 +73,27 @@ void BM_Bf16Matmul(benchmark::State& state) {
   report(state, m, n, k);
 }
 
+// The bf16 mode's Linear as the model calls it (CpuBackend::linear, bf16 x,
+// w and out, no bias), with the kernel for CPUs without AMX: the weights
+// widened to float32, then sgemm. Against BM_Backend: the widening's cost.
+void BM_Bf16LinearWidened(benchmark::State& state) {
+  using namespace lingbot;
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Matrices t(m, n, k);
+  cpu::CpuBackend backend(0, cpu::resolve_isa("auto"), DType::BF16, cpu::Bf16Products::WidenedSgemm);
+  Tensor x = Tensor::empty({m, k}), w = Tensor::empty({n, k});
+  std::copy(t.x.begin(), t.x.end(), x.f32());
+  std::copy(t.w.begin(), t.w.end(), w.f32());
+  const Tensor xb = x.to_dtype(DType::BF16), wb = w.to_dtype(DType::BF16);
+  Tensor out = Tensor::empty({m, n}, DType::BF16);
+  state.SetLabel(backend.name());
+  for (auto _ : state) {
+    backend.linear(xb, wb, nullptr, out, Activation::None);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, m, n, k);
+}
+
 #ifdef LINGBOT_HAVE_OPENBLAS
 void BM_OpenBLAS(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -104,6 +127,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Backend)->Apply(shapes);
 BENCHMARK(BM_Bf16Matmul)->Apply(shapes);
+BENCHMARK(BM_Bf16LinearWidened)->Apply(shapes);
 #ifdef LINGBOT_HAVE_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 #endif
