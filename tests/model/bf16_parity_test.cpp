@@ -134,3 +134,17 @@ TEST(ParityBf16, RunsWithTheAvx2KernelsByWideningItsProducts) {
   EXPECT_EQ(backend->compute_dtype(), DType::BF16);
   EXPECT_NE(backend->name().find("widened"), std::string::npos) << backend->name();
 }
+
+TEST(ParityBf16, CliOptionReachesTheBackend) {
+  // The option table's plumbing (src/api/option_table.cpp, make_backend):
+  // --cpu-dtype bf16 on the command line gives a bf16 backend, named in the
+  // run header; the small model, 4 frames.
+  const std::string cli = std::string(LINGBOT_CLI_PATH) + " bench --device cpu --threads 1 --config " +
+                          fixture("config.json") + " --frames 4 --height 70 --width 126 --num-scale-frames 2";
+  const test::CommandResult bf16 = test::run_shell(cli + " --cpu-dtype bf16 2>&1");
+  EXPECT_EQ(bf16.status, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find(", bf16: "), std::string::npos) << bf16.output;
+  const test::CommandResult fp32 = test::run_shell(cli + " 2>&1");
+  EXPECT_EQ(fp32.status, 0) << fp32.output;
+  EXPECT_EQ(fp32.output.find(", bf16: "), std::string::npos) << fp32.output;
+}
