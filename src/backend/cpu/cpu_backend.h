@@ -38,7 +38,8 @@ enum class Bf16Products {
   // there. (On AVX512-BF16 alone they run at 0.5-0.6x of fp32's sgemm.)
   OnednnBf16,
   // The weights widened to float32 per call, then sgemm: fp32's speed less
-  // the widening (a few percent), on any CPU; the default without AMX.
+  // the widening (5-17% at a frame's 978 rows, docs/PERF.md), on any CPU;
+  // the default without AMX.
   WidenedSgemm,
 };
 // The default for this CPU.
