@@ -6,7 +6,11 @@
 //
 // OPENBLAS_CORETYPE=SkylakeX (or Haswell) overrides OpenBLAS's choice of
 // kernels; LINGBOT_CPU_ISA=avx2 caps oneDNN at AVX2.
+#include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/onednn_matmul.h"
 
 #include <benchmark/benchmark.h>
 
@@ -46,6 +50,50 @@ void BM_Backend(benchmark::State& state) {
   report(state, m, n, k);
 }
 
+// The bf16 mode's product (--cpu-dtype bf16, onednn_matmul.h): bf16 x and w,
+// float32 sums, bf16 out; range(3) = 1 also times rounding x from float32
+// first, as a block's first product of a float32 input does.
+void BM_Bf16Matmul(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  if (!lingbot::cpu::cpu_has_bf16_arithmetic()) {
+    state.SkipWithError("no AVX512-BF16");
+    return;
+  }
+  Matrices t(m, n, k);
+  std::vector<uint16_t> x(t.x.size()), w(t.w.size()), out(t.out.size());
+  lingbot::cpu::bf16_from_f32(t.x.data(), x.data(), m * k);
+  lingbot::cpu::bf16_from_f32(t.w.data(), w.data(), n * k);
+  lingbot::cpu::OnednnMatmuls matmuls;
+  state.SetLabel(lingbot::cpu::bf16_matmul_name());
+  for (auto _ : state) {
+    matmuls.run({m, k, n}, x.data(), w.data(), nullptr, lingbot::Activation::None, lingbot::cpu::MatmulDst::Bf16,
+                out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, m, n, k);
+}
+
+// The bf16 mode's Linear as the model calls it (CpuBackend::linear, bf16 x,
+// w and out, no bias), with the kernel for CPUs without AMX: the weights
+// widened to float32, then sgemm. Against BM_Backend: the widening's cost.
+void BM_Bf16LinearWidened(benchmark::State& state) {
+  using namespace lingbot;
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Matrices t(m, n, k);
+  cpu::CpuBackend backend(0, cpu::resolve_isa("auto"), DType::BF16, cpu::Bf16Products::WidenedSgemm);
+  Tensor x = Tensor::empty({m, k}), w = Tensor::empty({n, k});
+  std::copy(t.x.begin(), t.x.end(), x.f32());
+  std::copy(t.w.begin(), t.w.end(), w.f32());
+  const Tensor xb = x.to_dtype(DType::BF16), wb = w.to_dtype(DType::BF16);
+  Tensor out = Tensor::empty({m, n}, DType::BF16);
+  state.SetLabel(backend.name());
+  for (auto _ : state) {
+    backend.linear(xb, wb, nullptr, out, Activation::None);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, m, n, k);
+}
+
 #ifdef LINGBOT_HAVE_OPENBLAS
 void BM_OpenBLAS(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -78,6 +126,8 @@ void shapes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_Backend)->Apply(shapes);
+BENCHMARK(BM_Bf16Matmul)->Apply(shapes);
+BENCHMARK(BM_Bf16LinearWidened)->Apply(shapes);
 #ifdef LINGBOT_HAVE_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 #endif

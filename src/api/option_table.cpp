@@ -1,5 +1,6 @@
 #include "api/option_table.h"
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_capacity.h"
 #include "backend/cuda_module.h"
 #include "core/error.h"
@@ -248,8 +249,6 @@ int capped_threads(int threads) {
 
 std::unique_ptr<Backend> make_backend(const Options& o) {
   check_options(o);
-  // Being built: refused until the bf16 CPU path lands.
-  if (o.cpu_dtype != "fp32") fail("option cpu_dtype {}: not available in this build yet", o.cpu_dtype);
   std::string device = o.device;
   if (device == "auto") {
     // The CUDA backend is a module loaded here (backend/cuda_module.h); a
@@ -264,7 +263,7 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     }
   }
   if (device == "cuda") return cuda_module::make_backend(cuda_backend_options(o));
-  return make_cpu_backend(capped_threads(o.threads), o.cpu_isa);
+  return make_cpu_backend(capped_threads(o.threads), o.cpu_isa, o.cpu_dtype);
 }
 
 }  // namespace lingbot

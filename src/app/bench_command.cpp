@@ -69,8 +69,9 @@ int run_bench(const BenchArgs& a) {
     }
   }
   const auto t_weights = std::chrono::steady_clock::now();
-  const io::StateDict weights = random_state_dict(config);
-  StreamingModel model(*backend, weights, config, options);
+  // The state dict lives only while the model is built: what the model
+  // stores in another dtype (the CPU's bf16 mode) then frees its float32 copy.
+  StreamingModel model(*backend, random_state_dict(config), config, options);
   log_info("bench: {} | {}x{} | {} frames | {} KV cache, window {}, scale {} | pipeline depth {} | "
            "weights ready in {:.1f} s",
            backend->name(), a.width, a.height, a.frames, kv::layout_name(options.cache_layout),

@@ -85,8 +85,13 @@ DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const
     const std::string gain = folded_gain(e.name);
     Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, state.at(gain), e.name), dtype);
     bytes_ += dev.nbytes();
+    // A matrix stored converted (bf16) keeps no reference to its float32
+    // source, so that a caller who drops the state dict gets that memory
+    // back: half the weight memory (the CPU's bf16 mode). host() is never
+    // asked for one; tokens, embeddings and vectors keep theirs.
+    const bool converted_matrix = dtype != src.dtype() && e.name.ends_with(".weight");
     device_.emplace(e.name, std::move(dev));
-    host_.emplace(e.name, src);
+    if (!converted_matrix) host_.emplace(e.name, src);
   }
 }
 
@@ -103,7 +108,8 @@ const Tensor& DeviceWeights::get(const std::string& name) const {
 
 Tensor DeviceWeights::host(const std::string& name) const {
   auto it = host_.find(name);
-  LB_CHECK(it != host_.end(), "internal error: no weight '{}'", name);
+  LB_CHECK(it != host_.end(), "internal error: no host copy of weight '{}' (matrices stored converted keep none)",
+           name);
   return it->second.to_dtype(DType::F32);
 }
 

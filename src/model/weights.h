@@ -41,7 +41,8 @@ class DeviceWeights {
   static std::string folded_gain(const std::string& name);
   const Tensor* find(const std::string& name) const;
   // A parameter as a float32 host tensor (for host-side precomputation such
-  // as position-embedding interpolation).
+  // as position-embedding interpolation). Not for a matrix weight stored in
+  // another dtype than the checkpoint's (its source is not kept).
   Tensor host(const std::string& name) const;
   size_t device_bytes() const { return bytes_; }
 

@@ -15,8 +15,19 @@
 #   scaling      ours at each of THREAD_LIST's counts (default "2 4 8 16"; the 2-
 #                thread run alone takes minutes: split it, THREAD_LIST="2 4" then
 #                THREAD_LIST="8 16"), 13 frames: phase 1, frame 10
-#   profile      ours with --profile, 11 frames: where a frame's time goes
+#   profile      ours with --profile, 10 frames (phase 1 and frames 8-9), pipeline
+#                depth 0: where a frame's time goes (about 3 minutes at 16 threads)
 #   isa          ours with --cpu-isa avx2 (the baseline build of our kernels)
+#   bf16         --cpu-dtype bf16 against upstream fp32 and ours fp32 in the same
+#                call: 11/13 frames, phase 1 and frame 10, peak RSS (about 5-6
+#                minutes after the build; the first call's build adds ~3)
+#   bf16-window  ours bf16, 76 frames: a full-window frame (72), peak RSS and the
+#                RSS every 16 frames (the peak is the load: fp32 random weights
+#                and their bf16 copies side by side)
+#   bf16-profile ours bf16 with --profile, 10 frames, pipeline depth 0
+#   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
+#                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
+#                THREADS and at 1 thread (about 2 minutes; builds gemm_bench)
 # Every part builds first (ninja: a warm machine rebuilds nothing).
 set -uo pipefail
 source tools/device/device_lib.sh
@@ -26,17 +37,20 @@ H=378
 WIDTH=504
 SCALE=8
 [ $# -ge 1 ] || set -- compare
-case ${1:-} in -h | --help) sed -n '2,20p' "$0"; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,33p' "$0"; exit 0 ;; esac
 
 environment
 deps
 note "$(lscpu | grep -E '^Model name' | tr -s ' '), $(nproc) CPUs"
 note "CPU flags: $(grep -o -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 log "build (CPU only)"
-configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=OFF ||
+BENCH=OFF
+TARGETS=lingbot-map
+case " $* " in *" gemm "*) BENCH=ON TARGETS="lingbot-map gemm_bench" ;; esac
+configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=$BENCH ||
   { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
 grep -E "oneDNN" "$W/cmake.log" | tee -a "$S"
-build /tmp/build-cpu "$W/build.log" lingbot-map || exit 1
+build /tmp/build-cpu "$W/build.log" $TARGETS || exit 1
 CLI=/tmp/build-cpu/bin/lingbot-map
 
 # ours FRAMES THREADS NAME [ARGS...]: lingbot-map bench on the CPU; its
@@ -47,7 +61,7 @@ ours() {
   timeout "${OURS_TIMEOUT:-560}" "$CLI" bench --device cpu --threads "$threads" --frames "$frames" --height $H \
     --width $WIDTH --num-scale-frames $SCALE --json "$W/ours_$name.json" "$@" > "$W/ours_$name.txt" 2>&1
   note "-- ours $name: $frames frames, $threads threads $* (rc=$?)"
-  { grep -E "bench: |^phase 1|^frame 10|^frame 72|steady-state|^not measured|peak RSS" "$W/ours_$name.txt" ||
+  { grep -E "bench: |^phase 1|^frame 10|^frame 72|^frames [0-9]|steady-state|^not measured|peak RSS" "$W/ours_$name.txt" ||
     tail -3 "$W/ours_$name.txt"; } | cut -c1-300 | tee -a "$S"
   keep
 }
@@ -98,16 +112,44 @@ for part in "$@"; do
       for t in ${THREAD_LIST:-2 4 8 16}; do ours 13 "$t" "threads$t"; done
       ;;
     profile)
-      log "profile: ours, 13 frames, $T threads, stage table"
-      ours 13 "$T" profile --profile
+      # 10 frames: the warm-up (scale + 3 pushes), phase 1 and two streamed
+      # frames; depth 0 so each stage's time is its own, not overlapped.
+      log "profile: ours, 10 frames, $T threads, pipeline depth 0, stage table"
+      ours 10 "$T" profile --profile --pipeline-depth 0
       sed -n '/stage/,$p' "$W/ours_profile.txt" | head -60 | tee -a "$S"
+      ;;
+    bf16)
+      log "bf16: upstream fp32, ours fp32, ours bf16; 11/13 frames, $T threads"
+      upstream 11 bf16
+      ours 13 "$T" fp32
+      ours 13 "$T" bf16 --cpu-dtype bf16
+      ;;
+    bf16-window)
+      log "bf16-window: ours bf16, 76 frames (frame 72 with the 64-frame window full), $T threads"
+      ours 76 "$T" bf16_window --cpu-dtype bf16 --intervals 16  # RSS while streaming, after the load peak
+      ;;
+    bf16-profile)
+      log "bf16-profile: ours bf16, 10 frames, $T threads, pipeline depth 0, stage table"
+      ours 10 "$T" bf16_profile --cpu-dtype bf16 --profile --pipeline-depth 0
+      sed -n '/stage/,$p' "$W/ours_bf16_profile.txt" | head -60 | tee -a "$S"
       ;;
     isa)
       log "isa: ours with the AVX2 build of our kernels, 13 frames, $T threads"
       ours 13 "$T" avx2 --cpu-isa avx2
       ;;
+    gemm)
+      log "gemm: fp32 sgemm (BM_Backend) against bf16 matmul (BM_Bf16Matmul), $T threads and 1"
+      for t in "$T" 1; do
+        note "-- gemm_bench, $t threads (medians of 3, ms)"
+        OMP_NUM_THREADS=$t timeout 280 /tmp/build-cpu/bin/gemm_bench \
+          --benchmark_filter='(BM_Backend|BM_Bf16Matmul)/M:(978|7824)/' --benchmark_repetitions=3 \
+          --benchmark_report_aggregates_only=true > "$W/gemm_$t.txt" 2>&1
+        grep median "$W/gemm_$t.txt" | awk '{print $1, $2, $3, $4, $5, $NF}' | tee -a "$S"
+      done
+      keep
+      ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, profile, isa)"
+      note "unknown part '$part' (compare, window, window-up, scaling, profile, isa, bf16, bf16-window, bf16-profile, gemm)"
       ;;
   esac
 done

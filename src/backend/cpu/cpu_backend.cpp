@@ -2,8 +2,10 @@
 // The ops live in cpu_layers.cpp (token matrices) and cpu_image_ops.cpp (NCHW).
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/bf16_kv_bridge.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
+#include "core/half.h"
 
 #include <fmt/format.h>
 
@@ -13,19 +15,53 @@
 namespace lingbot {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa) {
-  return std::make_unique<cpu::CpuBackend>(threads, cpu::resolve_isa(isa));
+  return make_cpu_backend(threads, isa, "fp32");
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype) {
+  LB_CHECK(dtype == "fp32" || dtype == "bf16", "--cpu-dtype {}: expected fp32 or bf16", dtype);
+  const cpu::Isa kernels = cpu::resolve_isa(isa);
+  const bool bf16 = dtype == "bf16";
+  // Asking oneDNN about AMX fixes its ISA ceiling, so not where the backend
+  // is about to cap it at AVX2 (--cpu-isa avx2: AVX2 has no bf16 products).
+  const cpu::Bf16Products products = bf16 && kernels == cpu::Isa::Avx512 ? cpu::bf16_products_for_this_cpu()
+                                                                         : cpu::Bf16Products::WidenedSgemm;
+  return std::make_unique<cpu::CpuBackend>(threads, kernels, bf16 ? DType::BF16 : DType::F32, products);
 }
 
 namespace cpu {
 
-CpuBackend::CpuBackend(int threads, Isa isa)
-    : threads_(threads), isa_(isa), convolutions_(std::make_unique<OnednnConvolutions>()) {
+Bf16Products bf16_products_for_this_cpu() {
+  return cpu_has_amx_bf16() ? Bf16Products::OnednnBf16 : Bf16Products::WidenedSgemm;
+}
+
+const char* bf16_products_name(Bf16Products products) {
+  return products == Bf16Products::OnednnBf16 ? "oneDNN bf16 matmul" : "bf16 widened to sgemm";
+}
+
+CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products products)
+    : threads_(threads),
+      isa_(isa),
+      compute_(compute),
+      bf16_products_(products),
+      matmuls_(std::make_unique<OnednnMatmuls>()),
+      convolutions_(std::make_unique<OnednnConvolutions>()) {
+  LB_CHECK(compute == DType::F32 || compute == DType::BF16, "cpu backend: compute dtype {} (float32 or bfloat16)",
+           dtype_name(compute));
+  // oneDNN's bf16 matmuls on a CPU without bf16 instructions would be its
+  // reference loops; only tests ask for them explicitly.
+  LB_CHECK(compute == DType::F32 || products != Bf16Products::OnednnBf16 || cpu_has_bf16_arithmetic(),
+           "--cpu-dtype bf16: oneDNN's bf16 matmuls need AVX512-BF16, which this CPU lacks");
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
 }
 
-std::string CpuBackend::name() const { return fmt::format("cpu ({} threads, {}, own kernels {})", num_threads(), gemm_name(), isa_name(isa_));
+std::string CpuBackend::name() const {
+  return fmt::format("cpu ({} threads, {}, own kernels {}{})", num_threads(), gemm_name(), isa_name(isa_),
+                     compute_ != DType::BF16                          ? ""
+                     : bf16_products_ == Bf16Products::OnednnBf16 ? ", bf16: oneDNN matmul " + bf16_matmul_name()
+                                                                  : ", bf16: weights widened to sgemm (no AMX)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }
@@ -54,7 +90,13 @@ Tensor CpuBackend::download(const Tensor& device) {
 
 void CpuBackend::fill(Tensor& t, float value) {
   contracts::check_fill(contract(), t);
-  LB_CHECK(t.dtype() == DType::F32, "fill: the cpu backend fills float32 tensors only, got {}", t.describe());
+  if (t.dtype() == DType::BF16) {
+    uint16_t* p = t.data_as<uint16_t>();
+    std::fill(p, p + t.numel(), f32_to_bf16(value));
+    return;
+  }
+  LB_CHECK(t.dtype() == DType::F32, "fill: the cpu backend fills float32 or bfloat16 tensors, got {}",
+           t.describe());
   float* p = t.f32();
   std::fill(p, p + t.numel(), value);
 }
@@ -71,7 +113,8 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<kv::KvCache> CpuBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                        const kv::TokenLayout& tokens, int num_blocks) {
-  return kv::make_cpu_cache(layout, config, tokens, num_blocks);
+  auto store = kv::make_cpu_cache(layout, config, tokens, num_blocks);
+  return compute_ == DType::BF16 ? widen_bf16_for(std::move(store)) : std::move(store);
 }
 
 }  // namespace cpu

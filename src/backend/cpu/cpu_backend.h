@@ -1,21 +1,56 @@
-// The CPU backend: float32 everywhere, oneDNN for matrix products, OpenMP
-// for everything else, kernels chosen per CPU at run time (cpu_isa.h). It is
-// the portable reference path; its results are what the parity tests hold
-// against upstream PyTorch at 1e-4.
+// The CPU backend: oneDNN for matrix products, OpenMP for everything else,
+// kernels chosen per CPU at run time (cpu_isa.h). In float32 (the default) it
+// is the portable reference path; its results are what the parity tests hold
+// against upstream PyTorch at 1e-4. In bfloat16 (--cpu-dtype bf16)
+// compute_dtype() is bf16: the encoder's and aggregator's matrix weights are
+// stored in bf16 (half their memory) and their Linear layers take and give
+// bf16 activations with float32 sums, by one of two kernels (Bf16Products);
+// LayerNorm, q/k/v preparation and attention compute in float32 on widened
+// bf16 rows; the residual stream and both heads stay float32 (as upstream's
+// autocast).
 #pragma once
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/onednn_conv.h"
+#include "backend/cpu/onednn_matmul.h"
 #include "backend/op_contracts.h"
 
+#include <string_view>
 #include <vector>
+
+namespace lingbot {
+
+// make_cpu_backend with the cpu_dtype option: "fp32" or "bf16" (any other
+// value throws lingbot::Error naming --cpu-dtype). bf16 runs on every CPU;
+// its products take the faster kernel for the CPU (Bf16Products).
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype);
+
+}  // namespace lingbot
 
 namespace lingbot::cpu {
 
+// How the bf16 mode multiplies bf16 activations by bf16 weights (both exact
+// in float32, summed in float32: the same arithmetic, two kernels):
+enum class Bf16Products {
+  // oneDNN's bf16 matmul primitives (onednn_matmul.h), bias, GELU and the
+  // residual update fused: AMX tiles where the CPU has them, the default
+  // there. (On AVX512-BF16 alone they run at 0.5-0.6x of fp32's sgemm.)
+  OnednnBf16,
+  // The weights widened to float32 per call, then sgemm: fp32's speed less
+  // the widening (5-17% at a frame's 978 rows, docs/PERF.md), on any CPU;
+  // the default without AMX.
+  WidenedSgemm,
+};
+// The default for this CPU.
+Bf16Products bf16_products_for_this_cpu();
+const char* bf16_products_name(Bf16Products products);
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, Isa isa);
+  // compute: DType::F32 or DType::BF16; products: the bf16 mode's kernel.
+  CpuBackend(int threads, Isa isa, DType compute = DType::F32,
+             Bf16Products products = Bf16Products::WidenedSgemm);
 
   Device device() const override { return Device::CPU; }
   std::string name() const override;
@@ -27,7 +62,7 @@ class CpuBackend final : public Backend {
   void fill(Tensor& t, float value) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void synchronize() override {}
-  DType compute_dtype() const override { return DType::F32; }
+  DType compute_dtype() const override { return compute_; }
 
   std::unique_ptr<kv::KvCache> make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                              const kv::TokenLayout& tokens, int num_blocks) override;
@@ -62,8 +97,15 @@ class CpuBackend final : public Backend {
   // What the shared contract checks (op_contracts.h) hold this backend's calls to.
   contracts::Target contract() const { return {Device::CPU, compute_dtype(), residual_dtype()}; }
 
+  // The bf16 mode's Linear layers (weights in bf16).
+  void linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, MatmulDst kind, void* dst,
+                   int64_t n, int64_t k, int64_t m);
+
   int threads_;
   Isa isa_;  // which build of our own kernels this backend calls
+  DType compute_;  // F32, or BF16 in the bf16 mode
+  Bf16Products bf16_products_;
+  std::unique_ptr<OnednnMatmuls> matmuls_;  // the bf16 mode's primitives
   // conv2d's oneDNN primitives and scratch, kept from call to call.
   std::unique_ptr<OnednnConvolutions> convolutions_;
 };

@@ -1,6 +1,7 @@
 // CPU ops on images and NCHW feature maps: patch extraction, layout changes,
 // convolutions (oneDNN's primitives: onednn_conv.h; the transposed one as a
 // matrix product and a scatter) and bilinear resizing.
+#include "backend/cpu/bf16_convert.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
@@ -17,7 +18,10 @@ void CpuBackend::patchify(const Tensor& images, int patch, const std::array<floa
   const contracts::Nchw s = contracts::check_patchify(contract(), images, patch, patches);
   const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * patch * patch;
   const float* src = images.f32();
-  float* dst = patches.f32();
+  // The bf16 mode's patches (the patch embedding's input) are rounded once at the end.
+  thread_local std::vector<float> staging;
+  if (patches.dtype() == DType::BF16) staging.resize(static_cast<size_t>(patches.numel()));
+  float* dst = patches.dtype() == DType::BF16 ? staging.data() : patches.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(s.n * s.h * s.w * 3))
   for (int64_t b = 0; b < s.n; ++b) {
     for (int64_t py = 0; py < gh; ++py) {
@@ -32,16 +36,23 @@ void CpuBackend::patchify(const Tensor& images, int patch, const std::array<floa
       }
     }
   }
+  if (patches.dtype() == DType::BF16) bf16_from_f32(dst, patches.data_as<uint16_t>(), patches.numel());
 }
 
 void CpuBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) {
   const auto [B, hw, C] = contracts::check_tokens_to_nchw(contract(), tokens, h, w, maps);
-  const float* src = tokens.f32();
-  float* dst = maps.f32();
+  // A permutation of elements: float32, or bfloat16 moved as 16-bit words.
+  const auto permute = [&](const auto* src, auto* dst) {
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(tokens.numel()))
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t p = 0; p < hw; ++p) dst[(b * C + c) * hw + p] = src[(b * hw + p) * C + c];
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < hw; ++p) dst[(b * C + c) * hw + p] = src[(b * hw + p) * C + c];
+  };
+  if (tokens.dtype() == DType::BF16) {
+    permute(tokens.data_as<const uint16_t>(), maps.data_as<uint16_t>());
+  } else {
+    permute(tokens.f32(), maps.f32());
+  }
 }
 
 void CpuBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {

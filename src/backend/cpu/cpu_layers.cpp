@@ -1,8 +1,11 @@
 // CPU ops on token matrices: linear layers, LayerNorm, q/k/v preparation,
-// attention, element-wise arithmetic and row copies. float32 throughout, as
-// upstream's fp32 run (PyTorch's CPU LayerNorm also sums its moments in
-// float); loops are written so that they vectorise.
+// attention, element-wise arithmetic and row copies. float32 arithmetic
+// throughout, as upstream's fp32 run, except the bf16 mode's matrix products
+// (onednn_matmul.h); there LayerNorm, q/k/v preparation and attention read
+// and write bfloat16 token matrices but compute on float32 copies of rows.
+// Loops are written so that they vectorise.
 #include "backend/cpu/attention.h"
+#include "backend/cpu/bf16_convert.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
@@ -10,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 namespace lingbot::cpu {
@@ -89,20 +93,134 @@ inline void rotate(float* x, int head_dim, const float* cos, const float* sin, R
   }
 }
 
+// Rows of a float32 or bfloat16 token matrix, read into and written from
+// float32 row buffers (bf16 widens exactly; writing rounds to nearest even).
+struct Rows {
+  const Tensor& t;
+  int64_t cols;
+  bool bf16() const { return t.dtype() == DType::BF16; }
+  // Row i as float32: a pointer into t, or `buffer` filled from it.
+  const float* read(int64_t i, float* buffer) const {
+    if (!bf16()) return t.f32() + i * cols;
+    f32_from_bf16_row(t.data_as<const uint16_t>() + i * cols, buffer, cols);
+    return buffer;
+  }
+  // Where row i is to be computed: in place (float32) or in `buffer`.
+  float* target(int64_t i, float* buffer) const { return bf16() ? buffer : t.f32() + i * cols; }
+  void commit(int64_t i, const float* row) const {
+    if (bf16()) bf16_from_f32_row(row, t.data_as<uint16_t>() + i * cols, cols);
+  }
+};
+
+// A float32 or bfloat16 tensor as bfloat16: its own data, or a copy rounded
+// into `buffer`.
+const uint16_t* as_bf16(const Tensor& t, std::vector<uint16_t>& buffer) {
+  if (t.dtype() == DType::BF16) return t.data_as<const uint16_t>();
+  buffer.resize(static_cast<size_t>(t.numel()));
+  bf16_from_f32(t.f32(), buffer.data(), t.numel());
+  return buffer.data();
+}
+
+// A float32 or bfloat16 tensor as float32: its own data, or a widened copy.
+const float* as_f32(const Tensor& t, std::vector<float>& buffer) {
+  if (t.dtype() == DType::F32) return t.f32();
+  LB_CHECK(t.dtype() == DType::BF16, "cpu backend: expected float32 or bfloat16, got {}", t.describe());
+  buffer.resize(static_cast<size_t>(t.numel()));
+  f32_from_bf16(t.data_as<const uint16_t>(), buffer.data(), t.numel());
+  return buffer.data();
+}
+
+// The bf16 mode's element-wise ops on bfloat16 operands (the op contract
+// allows them; the model's own calls pass float32 there): they compute in
+// float32 on widened copies and round their output once. This path
+// allocates its copies per call: it is for completeness, not speed.
+bool any_bf16(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->dtype() == DType::BF16) return true;
+  return false;
+}
+Tensor widened(const Tensor& t) { return t.dtype() == DType::F32 ? t : t.to_dtype(DType::F32); }
+// out = result (float32), rounded when out is bfloat16.
+void store(const Tensor& result, Tensor& out) {
+  if (out.dtype() == DType::BF16) {
+    bf16_from_f32(result.f32(), out.data_as<uint16_t>(), out.numel());
+  } else if (out.data() != result.data()) {
+    out.copy_from(result);
+  }
+}
+
 }  // namespace
+
+void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, MatmulDst kind,
+                             void* dst, int64_t n, int64_t k, int64_t m) {
+  const float* bias = b ? b->f32() : nullptr;
+  if (bf16_products_ == Bf16Products::OnednnBf16) {
+    thread_local std::vector<uint16_t> x_bf16;
+    matmuls_->run({n, k, m}, as_bf16(x, x_bf16), w.data_as<const uint16_t>(), bias, act, kind, dst);
+    return;
+  }
+  // Widened: bf16 values are exact in float32, so sgemm multiplies the same
+  // numbers as a bf16 product would, and sums them in float32 too.
+  thread_local std::vector<float> x32, w32, y32;
+  const float* xs = as_f32(x, x32);
+  const float* ws = as_f32(w, w32);
+  if (kind == MatmulDst::AddIntoF32) {  // dst += x w^T + b: the bias first, then sgemm accumulates
+    float* r = static_cast<float*>(dst);
+    if (bias) {
+#pragma omp parallel for schedule(static) if (parallel_worth(n * m))
+      for (int64_t i = 0; i < n; ++i) {
+#pragma omp simd
+        for (int64_t c = 0; c < m; ++c) r[i * m + c] += bias[c];
+      }
+    }
+    gemm_abt(n, m, k, xs, k, ws, k, r, m, /*accumulate=*/true);
+    return;
+  }
+  float* y = static_cast<float*>(dst);
+  if (kind == MatmulDst::Bf16) {
+    y32.resize(static_cast<size_t>(n * m));
+    y = y32.data();
+  }
+  gemm_abt(n, m, k, xs, k, ws, k, y, m);
+  apply_bias_activation(y, n, m, bias, act);
+  if (kind == MatmulDst::Bf16) bf16_from_f32(y, static_cast<uint16_t*>(dst), n * m);
+}
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
-  gemm_abt(N, M, K, x.f32(), K, w.f32(), K, out.f32(), M);
+  if (w.dtype() == DType::BF16) {
+    linear_bf16(x, w, b, act, out.dtype() == DType::BF16 ? MatmulDst::Bf16 : MatmulDst::F32, out.data(), N, K, M);
+    return;
+  }
+  LB_CHECK(w.dtype() == DType::F32, "linear: the cpu backend takes float32 or bfloat16 weights, got {}",
+           w.describe());
+  LB_CHECK(out.dtype() == DType::F32, "linear: float32 weights write float32 output, got {}", out.describe());
+  thread_local std::vector<float> x_f32;
+  gemm_abt(N, M, K, as_f32(x, x_f32), K, w.f32(), K, out.f32(), M);
   apply_bias_activation(out.f32(), N, M, b ? b->f32() : nullptr, act);
 }
 
 void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor* b, const Tensor* gamma,
                                  Tensor& residual) {
   const auto [N, K, M] = contracts::check_linear_residual(contract(), x, w, b, gamma, residual);
+  if (residual.dtype() == DType::BF16) {
+    Tensor sum = residual.to_dtype(DType::F32);
+    linear_residual(x, w, b, gamma, sum);
+    store(sum, residual);
+    return;
+  }
+  if (w.dtype() == DType::BF16 && gamma == nullptr) {  // the model's case: gains are folded into w
+    linear_bf16(x, w, b, Activation::None, MatmulDst::AddIntoF32, residual.data(), N, K, M);
+    return;
+  }
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(N * M));
-  gemm_abt(N, M, K, x.f32(), K, w.f32(), K, scratch.data(), M);
+  if (w.dtype() == DType::BF16) {
+    linear_bf16(x, w, nullptr, Activation::None, MatmulDst::F32, scratch.data(), N, K, M);
+  } else {
+    thread_local std::vector<float> x_f32;
+    gemm_abt(N, M, K, as_f32(x, x_f32), K, w.f32(), K, scratch.data(), M);
+  }
   const float* bias = b ? b->f32() : nullptr;
   const float* g = gamma ? gamma->f32() : nullptr;
   float* r = residual.f32();
@@ -119,14 +237,33 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor* w, const Tensor* b, float eps, Tensor& out) {
   const auto [N, C] = contracts::check_layer_norm(contract(), x, w, b, out);
-  const float* src = x.f32();
-  float* dst = out.f32();
   const float* wp = w ? w->f32() : nullptr;
   const float* bp = b ? b->f32() : nullptr;
+  if (x.dtype() == DType::F32 && out.dtype() == DType::F32) {
+    const float* src = x.f32();
+    float* dst = out.f32();
 #pragma omp parallel for schedule(static) if (parallel_worth(N * C))
-  for (int64_t i = 0; i < N; ++i) {
-    if (dst != src) std::memcpy(dst + i * C, src + i * C, static_cast<size_t>(C) * sizeof(float));
-    normalize(dst + i * C, C, wp, bp, eps);
+    for (int64_t i = 0; i < N; ++i) {
+      if (dst != src) std::memcpy(dst + i * C, src + i * C, static_cast<size_t>(C) * sizeof(float));
+      normalize(dst + i * C, C, wp, bp, eps);
+    }
+    return;
+  }
+  // A bfloat16 side (the bf16 mode: float32 residual in, bf16 out): each row
+  // is normalised in float32 and rounded once.
+  const Rows in{x, C}, to{out, C};
+#pragma omp parallel
+  {
+    std::vector<float> row(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < N; ++i) {
+      const float* src = in.read(i, row.data());
+      if (src != row.data()) std::memcpy(row.data(), src, static_cast<size_t>(C) * sizeof(float));
+      normalize(row.data(), C, wp, bp, eps);
+      float* dst = to.target(i, row.data());
+      if (dst != row.data()) std::memcpy(dst, row.data(), static_cast<size_t>(C) * sizeof(float));
+      to.commit(i, row.data());
+    }
   }
 }
 
@@ -134,14 +271,23 @@ void CpuBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const
                            const RopeTable* rope, Tensor& q, Tensor& k, Tensor& v) {
   const auto [N, C] = contracts::check_split_qkv(contract(), qkv, num_heads, head_dim, norm, rope, q, k, v);
   const int64_t table_rows = rope ? rope->cos.dim(0) : 0;
-  const float* src = qkv.f32();
-  float* outs[3] = {q.f32(), k.f32(), v.f32()};
-#pragma omp parallel for schedule(static) if (parallel_worth(N * 3 * C))
+  // Row t * 3 + s of qkv (C wide) is row t of q, k or v (s = 0, 1, 2).
+  const Rows src{qkv, C};
+  const Rows outs[3] = {{q, C}, {k, C}, {v, C}};
+#pragma omp parallel if (parallel_worth(N * 3 * C))
+  {
+    std::vector<float> in_row, out_row;
+    if (src.bf16()) in_row.resize(static_cast<size_t>(C));
+    out_row.resize(static_cast<size_t>(C));
+#pragma omp for schedule(static)
   for (int64_t t = 0; t < N; ++t) {
     for (int s = 0; s < 3; ++s) {
-      float* dst = outs[s] + t * C;
-      std::memcpy(dst, src + (t * 3 + s) * C, static_cast<size_t>(C) * sizeof(float));
-      if (s == 2) continue;  // v is used as is
+      float* dst = outs[s].target(t, out_row.data());
+      std::memcpy(dst, src.read(t * 3 + s, in_row.data()), static_cast<size_t>(C) * sizeof(float));
+      if (s == 2) {  // v is used as is
+        outs[s].commit(t, dst);
+        continue;
+      }
       for (int h = 0; h < num_heads; ++h) {
         float* x = dst + static_cast<int64_t>(h) * head_dim;
         if (norm) {
@@ -155,7 +301,9 @@ void CpuBackend::split_qkv(const Tensor& qkv, int num_heads, int head_dim, const
                  rope->pairs);
         }
       }
+      outs[s].commit(t, dst);
     }
+  }
   }
 }
 
@@ -163,12 +311,22 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, in
                            int head_dim, Tensor& out) {
   const auto [n, C] = contracts::check_attention(contract(), q, k, v, groups, num_heads, head_dim, out);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  // The bf16 mode: attention in float32 on widened copies, the output rounded once.
+  thread_local std::vector<float> q32, k32, v32, out32;
+  const float* pq = as_f32(q, q32);
+  const float* pk = as_f32(k, k32);
+  const float* pv = as_f32(v, v32);
+  float* po = out.dtype() == DType::F32 ? out.f32() : nullptr;
+  if (!po) {
+    out32.resize(static_cast<size_t>(out.numel()));
+    po = out32.data();
+  }
   for (int g = 0; g < groups; ++g) {
     const int64_t off = g * n * C;
-    const KvSpan span{k.f32() + off, v.f32() + off, n};
-    cpu::attention(q.f32() + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale,
-                   out.f32() + off);
+    const KvSpan span{pk + off, pv + off, n};
+    cpu::attention(pq + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po + off);
   }
+  if (po != out.data()) bf16_from_f32(po, out.data_as<uint16_t>(), out.numel());
 }
 
 void CpuBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
@@ -186,18 +344,28 @@ void CpuBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {
 
 void CpuBackend::concat_cols(const Tensor& a, const Tensor& b, Tensor& out) {
   const auto [n, ca, cb] = contracts::check_concat_cols(contract(), a, b, out);
-  const float* pa = a.f32();
-  const float* pb = b.f32();
-  float* po = out.f32();
+  LB_CHECK(a.dtype() == out.dtype() && b.dtype() == out.dtype(),
+           "concat_cols: the cpu backend joins tensors of one dtype, got {}, {} -> {}", a.describe(), b.describe(),
+           out.describe());
+  const size_t es = dtype_size(out.dtype());
+  const char* pa = static_cast<const char*>(a.data());
+  const char* pb = static_cast<const char*>(b.data());
+  char* po = static_cast<char*>(out.data());
 #pragma omp parallel for schedule(static) if (parallel_worth(n * (ca + cb)))
   for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(po + i * (ca + cb), pa + i * ca, static_cast<size_t>(ca) * sizeof(float));
-    std::memcpy(po + i * (ca + cb) + ca, pb + i * cb, static_cast<size_t>(cb) * sizeof(float));
+    std::memcpy(po + i * (ca + cb) * es, pa + i * ca * es, static_cast<size_t>(ca) * es);
+    std::memcpy(po + (i * (ca + cb) + ca) * es, pb + i * cb * es, static_cast<size_t>(cb) * es);
   }
 }
 
 void CpuBackend::add_broadcast(Tensor& x, const Tensor& y) {
   contracts::check_add_broadcast(contract(), x, y);
+  if (any_bf16({&x, &y})) {
+    Tensor sum = x.to_dtype(DType::F32);
+    add_broadcast(sum, widened(y));
+    store(sum, x);
+    return;
+  }
   // y repeats over x (the contract checks that m divides n): one pass per
   // repetition, no division per element.
   const int64_t n = x.numel(), m = y.numel();
@@ -214,6 +382,12 @@ void CpuBackend::add_broadcast(Tensor& x, const Tensor& y) {
 
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   contracts::check_add(contract(), a, b, out);
+  if (any_bf16({&a, &b, &out})) {
+    Tensor sum = Tensor::empty(out.shape(), DType::F32);
+    add(widened(a), widened(b), sum);
+    store(sum, out);
+    return;
+  }
   const float* pa = a.f32();
   const float* pb = b.f32();
   float* po = out.f32();
@@ -224,6 +398,12 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
 
 void CpuBackend::relu(const Tensor& x, Tensor& out) {
   contracts::check_unary(contract(), "relu", x, out);
+  if (any_bf16({&x, &out})) {
+    Tensor result = Tensor::empty(out.shape(), DType::F32);
+    relu(widened(x), result);
+    store(result, out);
+    return;
+  }
   const float* px = x.f32();
   float* po = out.f32();
   const int64_t n = x.numel();
@@ -233,6 +413,12 @@ void CpuBackend::relu(const Tensor& x, Tensor& out) {
 
 void CpuBackend::silu(const Tensor& x, Tensor& out) {
   contracts::check_unary(contract(), "silu", x, out);
+  if (any_bf16({&x, &out})) {
+    Tensor result = Tensor::empty(out.shape(), DType::F32);
+    silu(widened(x), result);
+    store(result, out);
+    return;
+  }
   const float* px = x.f32();
   float* po = out.f32();
   const int64_t n = x.numel();
@@ -242,6 +428,12 @@ void CpuBackend::silu(const Tensor& x, Tensor& out) {
 
 void CpuBackend::adaln_modulate(const Tensor& xn, const Tensor& mod, const Tensor& residual, Tensor& out) {
   const auto [N, C] = contracts::check_adaln_modulate(contract(), xn, mod, residual, out);
+  if (any_bf16({&xn, &mod, &residual, &out})) {
+    Tensor result = Tensor::empty(out.shape(), DType::F32);
+    adaln_modulate(widened(xn), widened(mod), widened(residual), result);
+    store(result, out);
+    return;
+  }
   const float* x = xn.f32();
   const float* m = mod.f32();
   const float* r = residual.f32();
