@@ -111,6 +111,9 @@ void CudaKvCache::ensure_staging(int32_t pages) {
   staging_ = static_cast<char*>(device_malloc(static_cast<size_t>(want * page), "fp8 kv cache staging pages"));
   staging_pages_ = want;
   bytes_reserved_ += int64_t{want} * page;
+  // The staging pages are one chunk of `want` pages for "block 0".
+  staging_map_ = kv_chunk_tensor_map({staging_, int64_t{2} * want, page_size_, tokens_.num_heads, tokens_.head_dim},
+                                     attn::kWsPagedKeyTile);
   bytes_allocated_total_ += int64_t{want} * page;
 }
 
@@ -196,11 +199,21 @@ void CudaKvCache::upload_step() {
     sh.v_offset = int64_t{page_size_} * sh.row_bytes;
     sh.block_stride = 0;
     sh.scale_v_offset = 0;
-    sh.num_tensor_maps = 0;
     std::vector<char*> staged;
-    staged.reserve(pages.size());
-    for (size_t i = 0; i < pages.size(); ++i) staged.push_back(staging_ + static_cast<int64_t>(i) * 2 * sh.v_offset);
-    staging_table_.upload(sh, staged, {});
+    std::vector<int32_t> staged_ids;  // visible page i is staging page i
+    for (size_t i = 0; i < pages.size(); ++i) {
+      staged.push_back(staging_ + static_cast<int64_t>(i) * 2 * sh.v_offset);
+      staged_ids.push_back(static_cast<int32_t>(i));
+    }
+    if (tma_enabled_ && staging_map_) {
+      sh.pages_per_chunk = staging_pages_;
+      sh.tma_box_rows = attn::kWsPagedKeyTile;
+      sh.num_tensor_maps = 1;
+      staging_table_.upload(sh, staged, {}, staged_ids, {*staging_map_});
+    } else {
+      sh.num_tensor_maps = 0;
+      staging_table_.upload(sh, staged, {});
+    }
   }
   step_uploaded_ = true;
 }
@@ -303,6 +316,7 @@ void CudaKvCache::reset() {
   if (staging_) device_free(staging_);
   staging_ = nullptr;
   staging_pages_ = 0;
+  staging_map_.reset();
   bytes_reserved_ = 0;
   dtype_.reset();
   step_uploaded_ = false;

@@ -43,8 +43,8 @@
 // and rounding as the CPU stores, kv/fp8_e4m3.h), written by the fp8 append
 // kernel. attend() first reads the block's visible pages back to bf16 into a
 // staging page set (one block's worth, shared by all blocks, listed by a
-// second device table), then runs the bf16 attention kernels on it
-// unchanged: the stored cache takes 53% of bf16's memory, attention costs one
+// second device table, with a TMA map over it where the wgmma-ws kernel can
+// use one), then runs the bf16 attention kernels on it unchanged: the stored cache takes 53% of bf16's memory, attention costs one
 // extra pass over the block's keys. (Dequantising inside the attention
 // kernels' shared-memory tiles, or fp8 wgmma, would save that pass: not done.)
 //
@@ -148,6 +148,7 @@ class CudaKvCache final : public kv::KvCache {
   bool fp8_ = false;            // storage: e4m3 codes + scales (else dtype_)
   char* staging_ = nullptr;     // fp8: bf16 pages of one block's visible keys
   int32_t staging_pages_ = 0;
+  std::optional<TensorMap> staging_map_;  // fp8: TMA over the staging pages (one chunk), where TMA serves
   KvTable staging_table_;       // fp8: the staging pages as attention reads them
   std::vector<char*> chunks_;   // device memory: [block][pages_per_chunk][page]
   std::vector<TensorMap> tensor_maps_;  // one per chunk, or none (no TMA for this cache)
