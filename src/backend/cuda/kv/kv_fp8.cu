@@ -104,6 +104,12 @@ __global__ void __launch_bounds__(kThreads)
                           slot * shape.num_heads + head);
     __nv_bfloat16* out = reinterpret_cast<__nv_bfloat16*>(out_table.page_ptrs[page]) +
                          (kv * int64_t{shape.page_size} + slot) * row_elems + head * shape.head_dim;
+    if (shape.head_dim == 64) {  // the model's heads: two codes in, two bf16 out per lane (aligned: 64-byte slices)
+      const uint32_t pair = reinterpret_cast<const uint16_t*>(codes)[lane];
+      reinterpret_cast<__nv_bfloat162*>(out)[lane] =
+          __floats2bfloat162_rn(from_e4m3(pair & 0xffu) * scale, from_e4m3(pair >> 8) * scale);
+      continue;
+    }
     for (int c = lane; c < shape.head_dim; c += 32) out[c] = __float2bfloat16_rn(from_e4m3(codes[c]) * scale);
   }
 }
