@@ -235,8 +235,8 @@ TEST_P(KvStorage, HoldsTheNaiveRoundingOfEveryAppendedRow) {
   const int64_t token_bytes = dtype == KvDtype::Fp8    ? 2 * (row + 4 * l.num_heads)
                               : dtype == KvDtype::Bf16 ? 2 * row * 2
                                                        : 2 * row * 4;
-  if (layout == Layout::Dense) EXPECT_EQ(s.bytes_in_use, s.visible_tokens * token_bytes);
-  if (layout == Layout::Paged) EXPECT_EQ(s.bytes_in_use, s.pages_in_use * s.page_size * token_bytes);
+  const int64_t tokens_held = layout == Layout::Dense ? s.visible_tokens : s.pages_in_use * s.page_size;
+  EXPECT_EQ(s.bytes_in_use, tokens_held * token_bytes);
 }
 
 // A page filled over several appends (the paged layout's special stream,

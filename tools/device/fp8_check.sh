@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fp8 KV cache on the GPU machine (issue #20 items 1 and 5), from the
 # repository root, in about 4-6 minutes: build for sm_90a, the CUDA tests of
-# the KV caches and the model (fp8 cases included), then `bench` at 378 x 504
+# the KV caches and the model (fp8 cases included), the paged attention
+# kernels alone with the bf16 and the fp8 cache, then `bench` at 378 x 504
 # window 64 with --kv-dtype bf16 and fp8 (FPS, device memory in use) and the
 # fp8 run once more with the sm_80 attention kernel forced (mma.sync, what
 # Ampere and Ada run), and the quality of bf16 and fp8 against upstream fp32
@@ -41,7 +42,7 @@ if [ "$BUILD" = 1 ]; then
   configure . "$B" "$W/cmake.log" || { tail -20 "$W/cmake.log" | tee -a "$S"; exit 1; }
   tests_target=$(target_matching "$B" cuda_tests)
   start=$(date +%s)
-  build "$B" "$W/build.log" lingbot-map ${tests_target:+"$tests_target"} || exit 1
+  build "$B" "$W/build.log" lingbot-map attention_cuda_bench ${tests_target:+"$tests_target"} || exit 1
   note "built in $(( $(date +%s) - start )) s"
   keep
 fi
@@ -56,6 +57,13 @@ if [ "$TESTS" = 1 ]; then
 fi
 
 reference_wait
+log "the paged attention alone at full window (bf16 vs fp8: read-back + kernel) and the append"
+timeout 150 "$B/bin/attention_cuda_bench" \
+  --benchmark_filter='PagedFullWindow/kernel:(0|3)/splits:0/tma:1|PagedFullWindowFp8|KvAppend' > "$W/attention_bench.txt" 2>&1
+note "attention_cuda_bench rc=$?"
+grep -E "^BM_" "$W/attention_bench.txt" | cut -c1-200 | tee -a "$S"
+keep
+
 log "bench: bf16 and fp8 KV cache"
 COMMON=(--frames "$FRAMES" --height 378 --width 504 --kv-window 64)
 bench_in "$B" kv_bf16 "${COMMON[@]}" --kv-dtype bf16

@@ -101,7 +101,9 @@ void expect_same_stats(const kv::CacheStats& cpu, const kv::CacheStats& gpu, DTy
     EXPECT_EQ(gpu.frame_pages, cpu.frame_pages) << where;
     EXPECT_EQ(gpu.special_pages, cpu.special_pages) << where;
     EXPECT_EQ(gpu.special_stream_tokens, cpu.special_stream_tokens) << where;
-    if (compare_reserved) EXPECT_EQ(gpu.bytes_reserved, cpu.bytes_reserved / 4 * elem) << where;
+    if (compare_reserved) {
+      EXPECT_EQ(gpu.bytes_reserved, cpu.bytes_reserved / 4 * elem) << where;
+    }
   }
 }
 
