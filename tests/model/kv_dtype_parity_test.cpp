@@ -81,15 +81,17 @@ TEST_P(KvDtypeParity, MeetsTheQualityBarsInBothLayouts) {
   const kv::KvDtype dtype = GetParam();
   const Small s;
   const auto fp32_cache = run(s, kv::Layout::Paged, kv::KvDtype::Auto);
+  const auto bf16_cache = run(s, kv::Layout::Paged, kv::KvDtype::Bf16);
   std::map<std::string, Tensor> by_layout[2];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
     by_layout[static_cast<int>(layout)] = run(s, layout, dtype);
     for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
       const double err = test::relative_error(ours, s.reference(name));
       const double from_fp32 = test::relative_error(ours, fp32_cache.at(name));
-      std::printf("  kv %-4s %-6s %-18s vs upstream %.3g   vs the float32 cache %.3g\n",
+      const double from_bf16 = test::relative_error(ours, bf16_cache.at(name));
+      std::printf("  kv %-4s %-6s %-18s vs upstream %.3g   vs the float32 cache %.3g   vs the bf16 cache %.3g\n",
                   std::string(kv::kv_dtype_name(dtype)).c_str(), std::string(kv::layout_name(layout)).c_str(),
-                  name.c_str(), err, from_fp32);
+                  name.c_str(), err, from_fp32, from_bf16);
       if (name == "pose_enc") EXPECT_LT(err, kPoseBar) << name;
       if (name == "depth") EXPECT_LT(err, kDepthBar) << name;
     }
