@@ -13,13 +13,18 @@
 //     timed now by dev/cuda/attention_wgmma_main.cu); splits 0
 //     = automatic; tma 0 = the cache's tiles copied row by row (set_tma).
 //     Target: >= 400 TFLOP/s on the H200.
+//   BM_PagedFullWindowFp8/<kernel>: the same with the fp8 cache (--kv-dtype
+//     fp8): one attend = the block's visible pages read back to bf16 staging
+//     (kv_fp8.h) + the bf16 kernel on them; kernel 0 = mma, 3 = wgmma-ws.
+//     TFLOP/s counts the attention's FLOPs only; GB/s the fp8 bytes read.
 //   BM_Dense/<groups>/<n>/<kernel>: attention within groups (attention_dense,
 //     kernel 0 = auto, 3 = wgmma-ws): 1 x 978 (a frame block / the encoder), 8 x
 //     978 (frame blocks in the scale phase), 1 x 7824 (the scale phase's
 //     global blocks).
 //   BM_CameraHead/<keys>: f32, 16 heads x 128, one query against <keys>
 //     cached camera tokens (dense layout), warp kernel with key splits.
-//   BM_KvAppend/<layout>: one frame's K/V (978 x 16 x 64 bf16) into the cache.
+//   BM_KvAppend/<bf16|fp8>/<layout>: one frame's K/V (978 x 16 x 64 bf16) into
+//     the cache, stored as bf16 or quantised to fp8.
 #include "backend/cuda/attention/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv/cuda_kv_cache.h"
@@ -113,8 +118,10 @@ void set_rates(benchmark::State& state, double flops, double bytes) {
 struct FilledCache {
   std::unique_ptr<kv::KvCache> cache;
   std::vector<Tensor> k, v;
-  FilledCache(kv::Layout layout, int frames, const kv::TokenLayout& tokens, DType dtype) {
+  FilledCache(kv::Layout layout, int frames, const kv::TokenLayout& tokens, DType dtype,
+              kv::KvDtype storage = kv::KvDtype::Auto) {
     kv::CacheConfig config;  // W = 64, S = 8
+    config.dtype = storage;
     cache = make_cuda_kv_cache(layout, config, tokens, 1, nullptr);
     for (uint32_t i = 0; i < 4; ++i) {
       k.push_back(device_random({tokens.tokens_per_frame(), tokens.num_heads, tokens.head_dim}, dtype, 10 + i));
@@ -221,9 +228,31 @@ void BM_CameraHead(benchmark::State& state) {
 }
 BENCHMARK(BM_CameraHead)->Arg(1000)->Arg(20000)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 
-void BM_KvAppend(benchmark::State& state) {
+void BM_PagedFullWindowFp8(benchmark::State& state) {
+  const AttentionKernel kernel = kernel_of(state.range(0));
+  if (hopper_only(kernel) && !hopper()) {
+    state.SkipWithError("the wgmma-ws kernel needs a Hopper GPU");
+    return;
+  }
+  FilledCache filled(kv::Layout::Paged, 100, aggregator_tokens(), DType::BF16, kv::KvDtype::Fp8);
+  auto& cache = dynamic_cast<CudaKvCache&>(*filled.cache);
+  cache.set_attention(kernel, 0);
+  const Tensor q = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 1);
+  Tensor out = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 2);
+  cache.begin_step(1, true);
+  cache.append(0, filled.k[0], filled.v[0]);
+  timed(state, [&] { cache.attend(0, q, out); });
+  cache.end_step();
+  const double nk = static_cast<double>(cache.stats().visible_tokens);
+  const double nq = kTokens;
+  set_rates(state, 4.0 * nq * nk * kHeadDim * kHeads, 2.0 * nk * kHeads * (kHeadDim + 4) + 2.0 * nq * kHeads * kHeadDim * 2);
+  state.counters["keys"] = nk;
+}
+BENCHMARK(BM_PagedFullWindowFp8)->ArgName("kernel")->Arg(0)->Arg(3)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_KvAppend(benchmark::State& state, kv::KvDtype storage) {
   const auto layout = state.range(0) == 0 ? kv::Layout::Paged : kv::Layout::Dense;
-  FilledCache filled(layout, 80, aggregator_tokens(), DType::BF16);
+  FilledCache filled(layout, 80, aggregator_tokens(), DType::BF16, storage);
   // Non-keyframe steps: the same append every iteration, nothing stored. The
   // host's begin_step / end_step stay outside the timed region.
   cudaEvent_t start, stop;
@@ -245,7 +274,10 @@ void BM_KvAppend(benchmark::State& state) {
   LB_CUDA_CHECK(cudaEventDestroy(stop));
   set_rates(state, 0, 2.0 * 2 * kTokens * kHeads * kHeadDim * 2);
 }
-BENCHMARK(BM_KvAppend)->ArgName("dense")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_KvAppend, bf16, kv::KvDtype::Auto)
+    ->ArgName("dense")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_KvAppend, fp8, kv::KvDtype::Fp8)
+    ->ArgName("dense")->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -40,7 +40,7 @@
   CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
   CHOICE(Stream, kv_dtype, "auto", "auto|bf16|fp8",                                                          \
          "Storage of the KV cache's keys and values: auto (the compute type: bfloat16 on the GPU, float32 on "  \
-         "the CPU), bf16, or fp8 (e4m3 with a scale per page and head: half of bf16's memory)")                  \
+         "the CPU), bf16, or fp8 (e4m3 with a float32 scale per token and head: 53% of bf16's memory)")       \
   CONFIG_INT(Stream, num_scale_frames, "num_scale_frames", 1,                                                   \
              "Frames processed together at the start of a stream; the KV cache also keeps this many first "    \
              "frames for good (kv_cache_scale_frames), as upstream demo.py's --num_scale_frames does")          \

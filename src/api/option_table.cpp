@@ -188,10 +188,8 @@ void check_options(const Options& o) {
 
 StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   check_options(o);
-  // Being built: until the fp8 KV cache lands, its values are refused
-  // rather than silently ignored.
-  if (o.kv_dtype != "auto") fail("option kv_dtype {}: not available in this build yet", o.kv_dtype);
   StreamOptions s = StreamOptions::from_config(config);
+  s.cache.dtype = kv::parse_kv_dtype(o.kv_dtype);
   if (o.num_scale_frames) {
     s.num_scale_frames = *o.num_scale_frames;
     s.cache.scale_frames = *o.num_scale_frames;

@@ -37,6 +37,21 @@ void validate(const TokenLayout& l) {
            "kv token layout: bad num_heads {} / head_dim {}", l.num_heads, l.head_dim);
 }
 
+std::string_view kv_dtype_name(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::Auto: return "auto";
+    case KvDtype::Bf16: return "bf16";
+    case KvDtype::Fp8: return "fp8";
+  }
+  return "?";
+}
+
+KvDtype parse_kv_dtype(std::string_view name) {
+  for (KvDtype d : {KvDtype::Auto, KvDtype::Bf16, KvDtype::Fp8})
+    if (kv_dtype_name(d) == name) return d;
+  fail("kv cache: unknown kv_dtype '{}' (auto, bf16 or fp8)", name);
+}
+
 std::string_view layout_name(Layout layout) { return layout == Layout::Dense ? "dense" : "paged"; }
 
 std::string format_stats(const CacheStats& s) {
@@ -50,7 +65,7 @@ std::string format_stats(const CacheStats& s) {
                         s.page_size, s.pages_in_use, s.frame_pages, s.special_pages, s.special_stream_tokens,
                         s.pages_free, s.pages_pool);
   }
-  line += fmt::format(" | {} in use, {} reserved", bytes_str(s.bytes_in_use), bytes_str(s.bytes_reserved));
+  line += fmt::format(" | {} {} in use, {} reserved", s.storage, bytes_str(s.bytes_in_use), bytes_str(s.bytes_reserved));
   return line;
 }
 

@@ -41,6 +41,15 @@
 
 namespace lingbot::kv {
 
+// How a store keeps its keys and values (--kv-dtype). Auto: the backend's
+// compute type (float32 on the CPU, bfloat16 on the GPU). Fp8: e4m3 with a
+// float32 scale per token and head (kv/fp8_e4m3.h says why that granularity).
+// Attention always computes in float32 (CPU) / with bf16 operands (GPU) over
+// the values read back.
+enum class KvDtype : uint8_t { Auto, Bf16, Fp8 };
+std::string_view kv_dtype_name(KvDtype dtype);
+KvDtype parse_kv_dtype(std::string_view name);  // "auto" | "bf16" | "fp8"; throws naming the value
+
 struct CacheConfig {
   int sliding_window = 64;           // W: most recent frames kept whole (>= 1)
   int scale_frames = 8;              // S: first stored frames kept whole (>= 0)
@@ -50,6 +59,7 @@ struct CacheConfig {
   // Paged layout only: the page pool grows by this many pages at a time (>= 1).
   // Upstream sizes its pool once and asserts when it runs out; ours grows.
   int pool_growth_pages = 4;
+  KvDtype dtype = KvDtype::Auto;     // storage of K and V
 
   bool operator==(const CacheConfig&) const = default;
 };
@@ -93,7 +103,11 @@ struct CacheStats {
   int64_t special_stream_tokens = 0;  // tokens in the special stream
   // Memory, all blocks together.
   int64_t bytes_in_use = 0;     // K/V bytes of the tokens (dense) or pages (paged) held
-  int64_t bytes_reserved = 0;   // K/V bytes allocated
+  int64_t bytes_reserved = 0;   // K/V bytes allocated (kept across reset(): the next stream reuses them)
+  // Every allocation of K/V memory since the cache was made, reset() or not:
+  // unchanged over a second stream that fits in the first one's memory.
+  int64_t bytes_allocated_total = 0;
+  std::string_view storage = "float32";  // element type of the stored K/V: float32, bfloat16 or e4m3
 };
 
 // One line for logs and `--kv-stats`.
@@ -124,7 +138,10 @@ class KvCache {  // the caches of `num_blocks` attention blocks that share one s
   virtual void note_replayed_step() {
     fail("this KV cache cannot be driven by a replayed graph (layout {})", "cpu");
   }
-  virtual void reset() = 0;         // new video: empty, every page returned, memory released
+  // New video: empty, every page returned to the pool. The CPU stores keep
+  // their memory (already faulted in) for the next stream; destroying the
+  // cache releases it.
+  virtual void reset() = 0;
   virtual CacheStats stats() const = 0;
   virtual const TokenLayout& layout() const = 0;
 
@@ -138,7 +155,8 @@ class KvCache {  // the caches of `num_blocks` attention blocks that share one s
   virtual std::pair<Tensor, Tensor> gather_visible(int block) const = 0;
 };
 
-// CPU stores (float32). Declared here, defined in backend/cpu (they attend with
+// CPU stores (float32, or bf16 / fp8 storage per config.dtype; attention in
+// float32 over the values read back). Declared here, defined in backend/cpu (they attend with
 // cpu::attention). Nothing is allocated until the first step.
 std::unique_ptr<KvCache> make_cpu_cache(Layout layout, const CacheConfig& config,
                                         const TokenLayout& layout_of_tokens, int num_blocks);

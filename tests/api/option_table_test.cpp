@@ -110,3 +110,17 @@ TEST(OptionTable, ConfigOptionsDefaultToTheirConfigKey) {
     EXPECT_NE(stream_options(other, small), stream_options(Options{}, small));  // and setting it counts
   }
 }
+
+// --kv-dtype reaches the aggregator's cache config (kv::CacheConfig::dtype).
+TEST(OptionTable, KvDtypeReachesTheCacheConfig) {
+  const ModelConfig config = ModelConfig::official();
+  EXPECT_EQ(stream_options(Options{}, config).cache.dtype, kv::KvDtype::Auto);
+  for (const auto& [value, dtype] : {std::pair{"bf16", kv::KvDtype::Bf16}, std::pair{"fp8", kv::KvDtype::Fp8}}) {
+    Options o;
+    set_option(o, "kv_dtype", value);
+    EXPECT_EQ(stream_options(o, config).cache.dtype, dtype) << value;
+  }
+  Options bad;
+  bad.kv_dtype = "fp16";
+  EXPECT_THROW(stream_options(bad, config), Error);
+}

@@ -101,12 +101,16 @@ TEST_P(KvCacheBoth, LazyAllocationStatsAndReset) {
   const int blocks = 3;
   auto cache = make_cpu_cache(GetParam(), small_config(), l, blocks);
   EXPECT_EQ(cache->stats().bytes_reserved, 0);  // nothing before the first step
-  for (int f = 0; f < 12; ++f) {
-    const bool store = f % 4 != 3;  // every 4th frame a non-keyframe
-    cache->begin_step(1, store);
-    for (int b = 0; b < blocks; ++b) cache->append(b, rows(l, 10), rows(l, 10));
-    cache->end_step();
-  }
+  EXPECT_EQ(cache->stats().bytes_allocated_total, 0);
+  const auto stream = [&] {
+    for (int f = 0; f < 12; ++f) {
+      const bool store = f % 4 != 3;  // every 4th frame a non-keyframe
+      cache->begin_step(1, store);
+      for (int b = 0; b < blocks; ++b) cache->append(b, rows(l, 10), rows(l, 10));
+      cache->end_step();
+    }
+  };
+  stream();
   const CacheStats s = cache->stats();
   // 9 stored frames into S = 2 + W = 3: 4 evicted, 6 specials each retained.
   EXPECT_EQ(s.frames_seen, 12);
@@ -119,6 +123,8 @@ TEST_P(KvCacheBoth, LazyAllocationStatsAndReset) {
   EXPECT_EQ(s.visible_tokens, 24 + 5 * 10);
   EXPECT_GT(s.bytes_reserved, 0);
   EXPECT_GE(s.bytes_reserved, s.bytes_in_use);
+  EXPECT_EQ(s.bytes_allocated_total, s.bytes_reserved);
+  EXPECT_EQ(s.storage, "float32");
   if (GetParam() == Layout::Paged) {
     EXPECT_EQ(s.page_size, 4);
     EXPECT_EQ(s.frame_pages, 5);
@@ -141,7 +147,16 @@ TEST_P(KvCacheBoth, LazyAllocationStatsAndReset) {
   EXPECT_EQ(r.visible_tokens, 0);
   EXPECT_EQ(r.pages_in_use, 0);
   EXPECT_EQ(r.pages_pool, 0);
-  EXPECT_EQ(r.bytes_reserved, 0);
+  // The memory stays for the next stream (issue #19): the same stream again
+  // reaches the same state and allocates nothing.
+  EXPECT_EQ(r.bytes_reserved, s.bytes_reserved);
+  stream();
+  const CacheStats again = cache->stats();
+  EXPECT_EQ(again.bytes_allocated_total, s.bytes_allocated_total);
+  EXPECT_EQ(again.visible_tokens, s.visible_tokens);
+  EXPECT_EQ(again.pages_pool, s.pages_pool);
+  EXPECT_EQ(again.bytes_in_use, s.bytes_in_use);
+  cache->reset();
   // Reset inside a step abandons it.
   cache->begin_step(1, true);
   cache->reset();

@@ -68,6 +68,37 @@ TEST(Streaming, ResetGivesBitIdenticalReruns) {
   }
 }
 
+// Issue #19: reset() keeps the KV pool (already faulted in), so a second
+// video of the same size on the same model allocates no KV memory and
+// gives the same results bit for bit, in every storage type.
+TEST(Streaming, SecondStreamReusesTheKvPool) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    for (kv::KvDtype dtype : {kv::KvDtype::Auto, kv::KvDtype::Fp8}) {
+      StreamOptions opt = StreamOptions::from_config(fx.config);
+      opt.cache_layout = layout;
+      opt.cache.dtype = dtype;
+      StreamingModel m(*be, fx.weights, fx.config, opt);
+      const auto frames = random_frames(12, 28, 42, 4);
+      const auto first = stream(m, frames);
+      const kv::CacheStats before = m.cache_stats();
+      ASSERT_GT(before.bytes_allocated_total, 0);
+      m.reset();
+      const auto again = stream(m, frames);
+      const kv::CacheStats after = m.cache_stats();
+      const std::string what = std::string(kv::layout_name(layout)) + " " + std::string(kv::kv_dtype_name(dtype));
+      EXPECT_EQ(after.bytes_allocated_total, before.bytes_allocated_total) << what;
+      EXPECT_EQ(after.bytes_reserved, before.bytes_reserved) << what;
+      ASSERT_EQ(first.size(), again.size());
+      for (size_t i = 0; i < first.size(); ++i) {
+        EXPECT_EQ(first[i].pose_enc, again[i].pose_enc) << what << " frame " << i;
+        EXPECT_EQ(test::max_abs_diff(first[i].depth, again[i].depth), 0.0) << what << " frame " << i;
+      }
+    }
+  }
+}
+
 TEST(Streaming, LongStreamsKeepMemoryFlat) {
   Fixture fx;
   auto be = make_cpu_backend(1);

@@ -48,6 +48,9 @@ void check_arguments(const float* q, int64_t nq, std::span<const KvSpan> kv, int
     LB_CHECK(kv[s].tokens >= 0, "attention: span {} has a negative token count {}", s, kv[s].tokens);
     LB_CHECK(kv[s].tokens == 0 || (kv[s].k != nullptr && kv[s].v != nullptr),
              "attention: span {} has {} tokens but a null k or v", s, kv[s].tokens);
+    LB_CHECK(kv[s].tokens == 0 || kv[s].element != KvElement::Fp8 ||
+                 (kv[s].k_scale != nullptr && kv[s].v_scale != nullptr),
+             "attention: fp8 span {} has no scales", s);
   }
 }
 
@@ -142,7 +145,7 @@ void attention_rows(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
         m[r] = -std::numeric_limits<float>::infinity();
         l[r] = 0;
       }
-      KeyStream keys(kv.data(), kv.size(), row, int64_t{h} * D);
+      KeyStream keys(kv.data(), kv.size(), num_heads, D, h);
       for (;;) {
         const int n = keys.next_block(kRowKeyBlock, D, kb, vb);
         if (n == 0) break;

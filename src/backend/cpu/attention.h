@@ -7,7 +7,10 @@
 //
 // Shapes (row-major, contiguous):
 //   q, out:       [nq][num_heads][head_dim]
-//   span.k/.v:    [tokens][num_heads][head_dim]   (a row = num_heads*head_dim floats)
+//   span.k/.v:    [tokens][num_heads][head_dim]   (a row = num_heads*head_dim values)
+//                 float32, or as the KV cache stores them: bfloat16, or fp8
+//                 e4m3 with span.k_scale/v_scale [tokens][num_heads]
+//                 (kv/fp8_e4m3.h); read back to float32 as they are loaded
 //   out[i,h,:] = sum_j softmax_j(scale * q[i,h,:].k[j,h,:]) v[j,h,:]
 // over the tokens of all spans (a set: span order does not matter beyond
 // fp32 rounding). With no keys at all, out is zero (upstream's
@@ -21,10 +24,16 @@
 
 namespace lingbot::cpu {
 
+// How a span's keys and values are stored.
+enum class KvElement : uint8_t { F32, Bf16, Fp8 };
+
 struct KvSpan {
-  const float* k;  // [tokens][num_heads][head_dim]
-  const float* v;  // [tokens][num_heads][head_dim]
+  const void* k;  // [tokens][num_heads][head_dim] of `element`
+  const void* v;  // [tokens][num_heads][head_dim] of `element`
   int64_t tokens;
+  KvElement element = KvElement::F32;
+  const float* k_scale = nullptr;  // Fp8 only: [tokens][num_heads], value = e4m3(code) * scale
+  const float* v_scale = nullptr;
 };
 
 // Multithreaded (OpenMP over heads x query tiles; one thread for tiny calls),

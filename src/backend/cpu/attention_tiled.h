@@ -48,15 +48,41 @@ constexpr int64_t scratch_floats(int head_dim) {
          3 * kQueryTile;
 }
 
-// Walks the keys of all spans in order, handing out one head's K/V slices.
+// The stored forms of a key or value element, read back to float32 (the
+// formats of kv/fp8_e4m3.h and core/half.h, restated here with plain bit
+// operations: see the note on internal linkage above).
+inline float bf16_value(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float e4m3_value(uint8_t code) {  // the two NaN codes never occur in a store
+  const uint32_t exp = (code >> 3) & 0xfu;
+  const uint32_t man = code & 0x7u;
+  float magnitude;
+  if (exp == 0) {
+    magnitude = static_cast<float>(man) * (1.f / 512.f);
+  } else {
+    const uint32_t bits = ((exp + 120u) << 23) | (man << 20);  // 2^(exp-7) * (1 + man/8)
+    std::memcpy(&magnitude, &bits, 4);
+  }
+  return (code & 0x80u) ? -magnitude : magnitude;
+}
+
+// Walks the keys of all spans in order, handing out one head's K/V slices
+// as float32 (dequantised from the span's stored element type).
 class KeyStream {
  public:
-  KeyStream(const KvSpan* spans, size_t count, int64_t row_floats, int64_t head_offset)
-      : spans_(spans), count_(count), row_floats_(row_floats), head_offset_(head_offset) {}
+  KeyStream(const KvSpan* spans, size_t count, int num_heads, int head_dim, int head)
+      : spans_(spans), count_(count), num_heads_(num_heads), head_dim_(head_dim), head_(head) {}
 
   // Copies the head slices of up to `max` next keys into kb, vb ([n][head_dim]).
   int next_block(int max, int head_dim, float* kb, float* vb) {
     int n = 0;
+    const int64_t row = int64_t{num_heads_} * head_dim_;
+    const int64_t head_offset = int64_t{head_} * head_dim_;
     while (n < max && span_ < count_) {
       const KvSpan& s = spans_[span_];
       if (token_ >= s.tokens) {
@@ -64,9 +90,25 @@ class KeyStream {
         token_ = 0;
         continue;
       }
-      const int64_t off = token_ * row_floats_ + head_offset_;
-      std::memcpy(kb + int64_t{n} * head_dim, s.k + off, sizeof(float) * static_cast<size_t>(head_dim));
-      std::memcpy(vb + int64_t{n} * head_dim, s.v + off, sizeof(float) * static_cast<size_t>(head_dim));
+      const int64_t off = token_ * row + head_offset;
+      float* kd = kb + int64_t{n} * head_dim;
+      float* vd = vb + int64_t{n} * head_dim;
+      if (s.element == KvElement::F32) {
+        std::memcpy(kd, static_cast<const float*>(s.k) + off, sizeof(float) * static_cast<size_t>(head_dim));
+        std::memcpy(vd, static_cast<const float*>(s.v) + off, sizeof(float) * static_cast<size_t>(head_dim));
+      } else if (s.element == KvElement::Bf16) {
+        const uint16_t* ks = static_cast<const uint16_t*>(s.k) + off;
+        const uint16_t* vs = static_cast<const uint16_t*>(s.v) + off;
+        for (int c = 0; c < head_dim; ++c) kd[c] = bf16_value(ks[c]);
+        for (int c = 0; c < head_dim; ++c) vd[c] = bf16_value(vs[c]);
+      } else {
+        const uint8_t* ks = static_cast<const uint8_t*>(s.k) + off;
+        const uint8_t* vs = static_cast<const uint8_t*>(s.v) + off;
+        const float k_scale = s.k_scale[token_ * num_heads_ + head_];
+        const float v_scale = s.v_scale[token_ * num_heads_ + head_];
+        for (int c = 0; c < head_dim; ++c) kd[c] = e4m3_value(ks[c]) * k_scale;
+        for (int c = 0; c < head_dim; ++c) vd[c] = e4m3_value(vs[c]) * v_scale;
+      }
       ++token_;
       ++n;
     }
@@ -76,8 +118,9 @@ class KeyStream {
  private:
   const KvSpan* spans_;
   size_t count_;
-  int64_t row_floats_;
-  int64_t head_offset_;
+  int num_heads_;
+  int head_dim_;
+  int head_;
   size_t span_ = 0;
   int64_t token_ = 0;
 };
@@ -195,7 +238,7 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
         l[r] = 0.f;
       }
 
-      KeyStream keys(spans, count, row, int64_t{h} * D);
+      KeyStream keys(spans, count, num_heads, D, h);
       for (;;) {
         const int n = keys.next_block(kKeyBlock, D, kb, vb);
         if (n == 0) break;

@@ -3,7 +3,6 @@
 #include "backend/cpu/kv_spans.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace lingbot::cpu {
 
@@ -21,32 +20,37 @@ DenseKvCache::DenseKvCache(const kv::CacheConfig& config, const kv::TokenLayout&
                               int64_t{1} << 16))) {
   frames_per_slab_ = slots_.growth_pages();
   retained_chunk_tokens_ = std::max<int64_t>(1, kSlabFloats / (2 * layout.row_floats()));
-  frame_floats_ = int64_t{layout.tokens_per_frame()} * layout.row_floats();
+  element_ = kv_element_for(config.dtype);
   blocks_.resize(static_cast<size_t>(num_blocks));
 }
 
-float* DenseKvCache::slot_k(const BlockMemory& mem, int32_t slot) const {
-  const Tensor& slab = mem.slabs[static_cast<size_t>(slot / frames_per_slab_)];
-  return slab.f32() + int64_t{slot % frames_per_slab_} * frame_floats_;
+const KvRowBlock& DenseKvCache::slab_of(const BlockMemory& mem, int32_t slot) const {
+  return mem.slabs[static_cast<size_t>(slot / frames_per_slab_)];
 }
 
-float* DenseKvCache::retained_k(const BlockMemory& mem, int64_t token) const {
-  const Tensor& chunk = mem.retained[static_cast<size_t>(token / retained_chunk_tokens_)];
-  return chunk.f32() + (token % retained_chunk_tokens_) * layout_.row_floats();
+KvRowBlock& DenseKvCache::slab_of(BlockMemory& mem, int32_t slot) const {
+  return mem.slabs[static_cast<size_t>(slot / frames_per_slab_)];
+}
+
+int64_t DenseKvCache::first_token(int32_t slot) const {
+  return int64_t{slot % frames_per_slab_} * layout_.tokens_per_frame();
 }
 
 void DenseKvCache::ensure_slabs(BlockMemory& mem, int32_t slots) {
   while (static_cast<int64_t>(mem.slabs.size()) * frames_per_slab_ < slots) {
-    mem.slabs.push_back(Tensor::empty(
-        {2, frames_per_slab_, layout_.tokens_per_frame(), layout_.num_heads, layout_.head_dim}));
-    bytes_reserved_ += static_cast<int64_t>(mem.slabs.back().nbytes());
+    mem.slabs.emplace_back(element_, layout_.num_heads, layout_.head_dim,
+                           int64_t{frames_per_slab_} * layout_.tokens_per_frame(), /*prefault=*/false);
+    bytes_reserved_ += mem.slabs.back().nbytes();
+    bytes_allocated_total_ += mem.slabs.back().nbytes();
   }
 }
 
 void DenseKvCache::ensure_retained(BlockMemory& mem, int64_t tokens) {
   while (static_cast<int64_t>(mem.retained.size()) * retained_chunk_tokens_ < tokens) {
-    mem.retained.push_back(Tensor::empty({2, retained_chunk_tokens_, layout_.num_heads, layout_.head_dim}));
-    bytes_reserved_ += static_cast<int64_t>(mem.retained.back().nbytes());
+    mem.retained.emplace_back(element_, layout_.num_heads, layout_.head_dim, retained_chunk_tokens_,
+                              /*prefault=*/false);
+    bytes_reserved_ += mem.retained.back().nbytes();
+    bytes_allocated_total_ += mem.retained.back().nbytes();
   }
 }
 
@@ -84,29 +88,24 @@ void DenseKvCache::append(int block, const Tensor& k, const Tensor& v) {
 
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_slabs(mem, slots_.pool_pages());
-  const size_t frame_bytes = static_cast<size_t>(frame_floats_) * sizeof(float);
-  const int64_t v_offset = int64_t{frames_per_slab_} * frame_floats_;  // K of a slot -> its V
+  const int64_t frame_floats = int64_t{tpf} * layout_.row_floats();
   for (size_t i = 0; i < step_slots_.size(); ++i) {
-    float* dst = slot_k(mem, step_slots_[i]);
-    std::memcpy(dst, k.f32() + static_cast<int64_t>(i) * frame_floats_, frame_bytes);
-    std::memcpy(dst + v_offset, v.f32() + static_cast<int64_t>(i) * frame_floats_, frame_bytes);
+    const int32_t slot = step_slots_[i];
+    const int64_t at = static_cast<int64_t>(i) * frame_floats;
+    slab_of(mem, slot).write(first_token(slot), k.f32() + at, v.f32() + at, tpf);
   }
 
   if (steps_.store()) {
     // Evicted frames leave their first `retained` tokens (the specials) behind.
     LB_ASSERT(mem.retained_written == step_retained_start_);
     const int retained = window_.retained_tokens_per_frame();
-    const int64_t row = layout_.row_floats();
-    const int64_t chunk_v_offset = retained_chunk_tokens_ * row;
     ensure_retained(mem, window_.retained_tokens());
     int64_t at = step_retained_start_;
     for (const Evicted& e : step_evicted_) {
       if (!e.retained) continue;
-      const float* src = slot_k(mem, e.slot);
       for (int t = 0; t < retained; ++t, ++at) {
-        float* dst = retained_k(mem, at);
-        std::memcpy(dst, src + t * row, static_cast<size_t>(row) * sizeof(float));
-        std::memcpy(dst + chunk_v_offset, src + v_offset + t * row, static_cast<size_t>(row) * sizeof(float));
+        KvRowBlock& chunk = mem.retained[static_cast<size_t>(at / retained_chunk_tokens_)];
+        chunk.copy(slab_of(mem, e.slot), first_token(e.slot) + t, at % retained_chunk_tokens_, 1);
       }
     }
     LB_ASSERT(at == window_.retained_tokens());
@@ -118,27 +117,24 @@ void DenseKvCache::append(int block, const Tensor& k, const Tensor& v) {
 std::vector<KvSpan> DenseKvCache::visible_spans(int block) const {
   const BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   std::vector<KvSpan> spans;
-  const int64_t row = layout_.row_floats();
 
   const int64_t retained = window_.retained_tokens();
   LB_ASSERT(retained <= mem.retained_written);
   for (int64_t start = 0; start < retained; start += retained_chunk_tokens_) {
-    const float* k = retained_k(mem, start);
-    spans.push_back({k, k + retained_chunk_tokens_ * row, std::min(retained_chunk_tokens_, retained - start)});
+    const KvRowBlock& chunk = mem.retained[static_cast<size_t>(start / retained_chunk_tokens_)];
+    spans.push_back(chunk.span(0, std::min(retained_chunk_tokens_, retained - start)));
   }
 
   // Listed frames, then a non-keyframe's own frames. Consecutive slots of one
   // slab are contiguous, so they extend the previous span.
   const int tpf = layout_.tokens_per_frame();
-  const int64_t v_offset = int64_t{frames_per_slab_} * frame_floats_;
   int32_t previous = -2;
   auto add_frame = [&](int32_t slot) {
     const bool extends = slot == previous + 1 && slot % frames_per_slab_ != 0 && !spans.empty();
     if (extends) {
       spans.back().tokens += tpf;
     } else {
-      const float* k = slot_k(mem, slot);
-      spans.push_back({k, k + v_offset, tpf});
+      spans.push_back(slab_of(mem, slot).span(first_token(slot), tpf));
     }
     previous = slot;
   };
@@ -186,10 +182,9 @@ void DenseKvCache::reset() {
   frame_slots_.clear();
   step_slots_.clear();
   step_evicted_.clear();
-  const size_t n = blocks_.size();
-  blocks_.clear();
-  blocks_.resize(n);
-  bytes_reserved_ = 0;
+  // The slabs and retained chunks stay for the next stream (its slots get
+  // the same ids from the emptied pool); only the write marks restart.
+  for (BlockMemory& mem : blocks_) mem.retained_written = 0;
 }
 
 kv::CacheStats DenseKvCache::stats() const {
@@ -198,9 +193,11 @@ kv::CacheStats DenseKvCache::stats() const {
   s.num_blocks = num_blocks();
   s.frames_seen = steps_.frames_seen();
   window_.report(s);
-  const int64_t token_bytes = 2 * layout_.row_floats() * static_cast<int64_t>(sizeof(float));
+  const int64_t token_bytes = KvRowBlock::token_bytes(element_, layout_.num_heads, layout_.head_dim);
   s.bytes_in_use = s.visible_tokens * token_bytes * num_blocks();
   s.bytes_reserved = bytes_reserved_;
+  s.bytes_allocated_total = bytes_allocated_total_;
+  s.storage = kv_element_name(element_);
   return s;
 }
 

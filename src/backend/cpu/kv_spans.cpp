@@ -1,5 +1,7 @@
 #include "backend/cpu/kv_spans.h"
 
+#include "core/half.h"
+#include "kv/fp8_e4m3.h"
 #include "kv/step_tracker.h"
 
 #include <cmath>
@@ -21,6 +23,28 @@ void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, 
   attention(q.f32(), nq, spans, layout.num_heads, layout.head_dim, scale, out.f32());
 }
 
+namespace {
+// Rows [0, tokens) of a span's keys (is_v false) or values, read back to float32.
+void read_rows(const KvSpan& s, bool is_v, const kv::TokenLayout& layout, float* dst) {
+  const int64_t n = s.tokens * layout.row_floats();
+  const void* src = is_v ? s.v : s.k;
+  switch (s.element) {
+    case KvElement::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case KvElement::Bf16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    case KvElement::Fp8: {
+      const float* scales = is_v ? s.v_scale : s.k_scale;
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = kv::e4m3_to_f32(static_cast<const uint8_t*>(src)[i]) * scales[i / layout.head_dim];
+      return;
+    }
+  }
+}
+}  // namespace
+
 std::pair<Tensor, Tensor> gather_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans) {
   const int64_t n = detail::total_keys(spans);
   Tensor k = Tensor::empty({n, layout.num_heads, layout.head_dim});
@@ -28,10 +52,9 @@ std::pair<Tensor, Tensor> gather_spans(const kv::TokenLayout& layout, std::span<
   const int64_t row = layout.row_floats();
   int64_t at = 0;
   for (const KvSpan& s : spans) {
-    const size_t bytes = static_cast<size_t>(s.tokens * row) * sizeof(float);
-    if (bytes == 0) continue;
-    std::memcpy(k.f32() + at * row, s.k, bytes);
-    std::memcpy(v.f32() + at * row, s.v, bytes);
+    if (s.tokens == 0) continue;
+    read_rows(s, false, layout, k.f32() + at * row);
+    read_rows(s, true, layout, v.f32() + at * row);
     at += s.tokens;
   }
   return {std::move(k), std::move(v)};

@@ -15,7 +15,8 @@ namespace lingbot::cpu {
 // memory) and runs attention() with scale 1/sqrt(head_dim).
 void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, const Tensor& q, Tensor& out);
 
-// Copies the spans' keys and values, in order, into two [n, num_heads, head_dim] tensors.
+// Copies the spans' keys and values, in order, into two [n, num_heads, head_dim]
+// float32 tensors (read back from the spans' storage type).
 std::pair<Tensor, Tensor> gather_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans);
 
 }  // namespace lingbot::cpu

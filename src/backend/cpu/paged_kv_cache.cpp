@@ -3,29 +3,37 @@
 #include "backend/cpu/kv_spans.h"
 #include "backend/cpu/parallel.h"
 
-#include <cstring>
 
 namespace lingbot::cpu {
 
 PagedKvCache::PagedKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks)
-    : config_(config), layout_(layout), planner_(config, layout), steps_(num_blocks) {
-  geometry_ = {planner_.page_size(), layout.num_heads, layout.head_dim};
+    : config_(config),
+      layout_(layout),
+      planner_(config, layout),
+      steps_(num_blocks),
+      element_(kv_element_for(config.dtype)) {
   blocks_.resize(static_cast<size_t>(num_blocks));
 }
 
-float* PagedKvCache::page_k(const BlockMemory& mem, int32_t page) const {
-  const int32_t per_chunk = config_.pool_growth_pages;
-  const Tensor& chunk = mem.chunks[static_cast<size_t>(page / per_chunk)];
-  return chunk.f32() + int64_t{page % per_chunk} * geometry_.page_elems();
+const KvRowBlock& PagedKvCache::chunk_of(const BlockMemory& mem, int32_t page) const {
+  return mem.chunks[static_cast<size_t>(page / config_.pool_growth_pages)];
+}
+
+KvRowBlock& PagedKvCache::chunk_of(BlockMemory& mem, int32_t page) const {
+  return mem.chunks[static_cast<size_t>(page / config_.pool_growth_pages)];
+}
+
+int64_t PagedKvCache::first_slot(int32_t page) const {
+  return int64_t{page % config_.pool_growth_pages} * planner_.page_size();
 }
 
 void PagedKvCache::ensure_pages(BlockMemory& mem, int32_t pages) {
   const int32_t per_chunk = config_.pool_growth_pages;
   while (static_cast<int64_t>(mem.chunks.size()) * per_chunk < pages) {
-    mem.chunks.push_back(
-        Tensor::empty({per_chunk, 2, geometry_.page_size, geometry_.num_heads, geometry_.head_dim}));
-    bytes_reserved_ += static_cast<int64_t>(mem.chunks.back().nbytes());
-    parallel_first_touch(mem.chunks.back().f32(), mem.chunks.back().numel());
+    mem.chunks.emplace_back(element_, layout_.num_heads, layout_.head_dim, int64_t{per_chunk} * planner_.page_size(),
+                             /*prefault=*/true);
+    bytes_reserved_ += mem.chunks.back().nbytes();
+    bytes_allocated_total_ += mem.chunks.back().nbytes();
   }
 }
 
@@ -44,20 +52,13 @@ void PagedKvCache::append(int block, const Tensor& k, const Tensor& v) {
 
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_pages(mem, plan.pool_pages);
-  const int64_t row = geometry_.token_stride();
-  const int64_t v_off = geometry_.v_offset();
+  const int64_t row = layout_.row_floats();
   for (const kv::RowWrite& w : plan.writes) {
-    float* dst = page_k(mem, w.page) + int64_t{w.slot} * row;
-    const size_t bytes = static_cast<size_t>(int64_t{w.count} * row) * sizeof(float);
-    parallel_copy(dst, k.f32() + w.src_row * row, bytes);
-    parallel_copy(dst + v_off, v.f32() + w.src_row * row, bytes);
+    chunk_of(mem, w.page).write(first_slot(w.page) + w.slot, k.f32() + w.src_row * row, v.f32() + w.src_row * row, w.count);
   }
   for (const kv::SlotCopy& c : plan.copies) {
-    const float* src = page_k(mem, c.src_page) + int64_t{c.src_slot} * row;
-    float* dst = page_k(mem, c.dst_page) + int64_t{c.dst_slot} * row;
-    const size_t bytes = static_cast<size_t>(int64_t{c.count} * row) * sizeof(float);
-    std::memcpy(dst, src, bytes);
-    std::memcpy(dst + v_off, src + v_off, bytes);
+    chunk_of(mem, c.dst_page).copy(chunk_of(mem, c.src_page), first_slot(c.src_page) + c.src_slot, first_slot(c.dst_page) + c.dst_slot,
+             c.count);
   }
   steps_.mark_appended(block);
 }
@@ -67,8 +68,8 @@ std::vector<KvSpan> PagedKvCache::spans_of(int block, const kv::PageTable& table
   std::vector<KvSpan> spans;
   spans.reserve(table.page_ids.size());
   for (int32_t i = 0; i < table.num_pages(); ++i) {
-    const float* k = page_k(mem, table.page_ids[static_cast<size_t>(i)]);
-    spans.push_back({k, k + geometry_.v_offset(), table.page_len(i)});
+    const int32_t page = table.page_ids[static_cast<size_t>(i)];
+    spans.push_back(chunk_of(mem, page).span(first_slot(page), table.page_len(i)));
   }
   return spans;
 }
@@ -98,10 +99,8 @@ void PagedKvCache::end_step() {
 void PagedKvCache::reset() {
   planner_.reset();
   steps_.reset();
-  const size_t n = blocks_.size();
-  blocks_.clear();
-  blocks_.resize(n);
-  bytes_reserved_ = 0;
+  // The chunks stay: the next stream's pages get the same ids from the
+  // emptied pool and land in memory that is already faulted in.
 }
 
 kv::CacheStats PagedKvCache::stats() const {
@@ -111,9 +110,12 @@ kv::CacheStats PagedKvCache::stats() const {
   s.frames_seen = steps_.frames_seen();
   planner_.window().report(s);
   planner_.report(s);
-  const int64_t page_bytes = geometry_.page_elems() * static_cast<int64_t>(sizeof(float));
+  const int64_t page_bytes =
+      KvRowBlock::token_bytes(element_, layout_.num_heads, layout_.head_dim) * planner_.page_size();
   s.bytes_in_use = s.pages_in_use * page_bytes * num_blocks();
   s.bytes_reserved = bytes_reserved_;
+  s.bytes_allocated_total = bytes_allocated_total_;
+  s.storage = kv_element_name(element_);
   return s;
 }
 

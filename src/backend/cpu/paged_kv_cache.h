@@ -1,15 +1,20 @@
-// Paged KV store on the CPU (float32): upstream's two-stream FlashInfer
-// layout, executed from the PagePlanner's step plans (kv/page_planner.h).
+// Paged KV store on the CPU (float32, bf16 or fp8 storage): upstream's
+// two-stream FlashInfer layout, executed from the PagePlanner's step plans
+// (kv/page_planner.h).
 //
-// Per block, one page pool: pages [kv][page_size][num_heads][head_dim]
-// (kv/page_table.h PageGeometry), kept in chunks of `pool_growth_pages` pages
-// so the pool grows without moving pages. append() executes the plan's row
-// writes and slot copies for that block; attend() hands the visible pages to
+// Per block, one page pool kept in chunks of `pool_growth_pages` pages, each
+// chunk a KvRowBlock (kv_rows.h) of pool_growth_pages * page_size token
+// slots, page p at slots [(p % chunk) * page_size, + page_size) of chunk
+// p / chunk, so the pool grows without moving pages. append() executes the
+// plan's row writes (encoding to the storage type) and slot copies (codes
+// and scales as stored) for that block; attend() hands the visible pages to
 // cpu::attention as one span per page, read in place. Nothing is allocated
-// before the first step; reset() frees everything.
+// before the first step; reset() keeps the chunks, already faulted in, for
+// the next stream (the destructor frees them).
 #pragma once
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/kv_rows.h"
 #include "kv/kv_cache.h"
 #include "kv/page_planner.h"
 #include "kv/step_tracker.h"
@@ -38,10 +43,13 @@ class PagedKvCache final : public kv::KvCache {
 
  private:
   struct BlockMemory {
-    std::vector<Tensor> chunks;  // [pool_growth_pages][2][page_size][H][D]
+    std::vector<KvRowBlock> chunks;  // pool_growth_pages pages each
   };
 
-  float* page_k(const BlockMemory& mem, int32_t page) const;  // V = K + geometry_.v_offset()
+  // The chunk holding `page`, and the page's first slot in it.
+  const KvRowBlock& chunk_of(const BlockMemory& mem, int32_t page) const;
+  KvRowBlock& chunk_of(BlockMemory& mem, int32_t page) const;
+  int64_t first_slot(int32_t page) const;
   void ensure_pages(BlockMemory& mem, int32_t pages);
   std::vector<KvSpan> spans_of(int block, const kv::PageTable& table) const;
 
@@ -49,9 +57,10 @@ class PagedKvCache final : public kv::KvCache {
   kv::TokenLayout layout_;
   kv::PagePlanner planner_;
   kv::StepTracker steps_;
-  kv::PageGeometry geometry_;
+  KvElement element_;
   std::vector<BlockMemory> blocks_;
-  int64_t bytes_reserved_ = 0;  // all blocks' chunks
+  int64_t bytes_reserved_ = 0;         // all blocks' chunks
+  int64_t bytes_allocated_total_ = 0;  // every chunk ever made (reset keeps them)
 };
 
 }  // namespace lingbot::cpu

@@ -7,6 +7,7 @@
 // tensor. Both cache layouts; they must also agree with each other.
 // Every error is printed, so a failure shows how far off each output is.
 #include "backend_test_support.h"
+#include "backend/backend.h"
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
@@ -31,13 +32,17 @@ std::string fixture(const std::string& name) { return lingbot::test::small_fixtu
 using lingbot::test::read_json;
 
 // pose_enc, pose_enc_iter and the depth maps the variant's reference holds.
+// On the CPU backend instead with on_cpu (the fp8 comparison below).
 std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
-                                         int H, int W, int pipeline_depth = 0) {
+                                         int H, int W, int pipeline_depth = 0,
+                                         kv::KvDtype kv_dtype = kv::KvDtype::Auto, bool on_cpu = false) {
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
   StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, layout);
   options.pipeline_depth = pipeline_depth;
-  StreamingModel model(gpu(), weights, config, options);
+  options.cache.dtype = kv_dtype;
+  std::unique_ptr<Backend> cpu_backend = on_cpu ? make_cpu_backend(0) : nullptr;
+  StreamingModel model(on_cpu ? *cpu_backend : gpu(), weights, config, options);
   const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
 
   std::map<std::string, Tensor> out;
@@ -101,6 +106,41 @@ TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
   }
   // Same keys in another order; in bf16 the rounding of the attention
   // outputs differs, so the layouts agree to well within the bars only.
+  for (const auto& [name, dense] : by_layout[0]) {
+    const double err = lingbot::test::relative_error(by_layout[1].at(name), dense);
+    EXPECT_LT(err, 0.5 * (name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar)) << GetParam() << ": paged vs dense "
+                                                                               << name;
+  }
+}
+
+// The fp8 KV cache (--kv-dtype fp8) on the GPU: the issue's bars against
+// upstream fp32, dense == paged within half the bars, the distance from the
+// GPU's bf16 cache reported, and the CPU fp8 path (the same codes for the
+// same K/V; the rest of the model in bf16 vs fp32) within the bars.
+TEST_P(CudaBackendModel, Fp8KvCacheMeetsTheIssueBars) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  const nlohmann::json variant = variant_named(manifest, GetParam());
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
+  const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
+  const auto bf16 = run_on_gpu(variant, S, kv::Layout::Paged, H, W);
+  const auto cpu_fp8 = run_on_gpu(variant, S, kv::Layout::Paged, H, W, 0, kv::KvDtype::Fp8, /*on_cpu=*/true);
+  std::map<std::string, Tensor> by_layout[2];
+  for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
+    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, S, layout, H, W, 0, kv::KvDtype::Fp8);
+    for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
+      const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
+      const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
+      const double from_bf16 = lingbot::test::relative_error(ours, bf16.at(name));
+      const double from_cpu = lingbot::test::relative_error(ours, cpu_fp8.at(name));
+      EXPECT_LT(err, bar) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
+      EXPECT_LT(from_cpu, bar) << GetParam() << " / " << kv::layout_name(layout) << ": " << name << " vs cpu fp8";
+      std::printf("  cuda fp8 kv %-24s %-6s %-16s vs upstream fp32 %.3g (bar %.0e), vs bf16 kv %.3g, vs cpu fp8 %.3g\n",
+                  GetParam().c_str(), std::string(kv::layout_name(layout)).c_str(), name.c_str(), err, bar, from_bf16,
+                  from_cpu);
+    }
+  }
   for (const auto& [name, dense] : by_layout[0]) {
     const double err = lingbot::test::relative_error(by_layout[1].at(name), dense);
     EXPECT_LT(err, 0.5 * (name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar)) << GetParam() << ": paged vs dense "

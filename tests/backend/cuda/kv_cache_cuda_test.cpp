@@ -10,6 +10,11 @@
 //     CPU dense store's keys (bounds as in attention_dense_test.cpp), and
 //     against each other (dense == paged on the GPU);
 //   - stats: as the CPU stores report them (bytes scaled to the dtype).
+// And with fp8 storage (--kv-dtype fp8) in all four: the GPU stores hold the
+// CPU fp8 stores' codes and scales exactly (both quantise the same bf16
+// input with the same arithmetic, kv/fp8_e4m3.h), and GPU attention over
+// them (read back to bf16) matches the fp64 reference over the CPU's
+// dequantised keys.
 #include "backend/cpu/attention.h"
 #include "backend/cuda/kv/cuda_kv_cache.h"
 #include "backend/cuda/kv/kv_append.h"
@@ -74,8 +79,10 @@ Tensor reference_attention(const kv::TokenLayout& l, const std::pair<Tensor, Ten
   return out;
 }
 
+// dtype: the GPU store's element type where the CPU store holds float32;
+// F32 where both hold the same storage type (fp8).
 void expect_same_stats(const kv::CacheStats& cpu, const kv::CacheStats& gpu, DType dtype, bool paged,
-                       const std::string& where) {
+                       const std::string& where, bool compare_reserved = true) {
   EXPECT_EQ(gpu.frames_seen, cpu.frames_seen) << where;
   EXPECT_EQ(gpu.frames_stored, cpu.frames_stored) << where;
   EXPECT_EQ(gpu.frames_listed, cpu.frames_listed) << where;
@@ -94,7 +101,9 @@ void expect_same_stats(const kv::CacheStats& cpu, const kv::CacheStats& gpu, DTy
     EXPECT_EQ(gpu.frame_pages, cpu.frame_pages) << where;
     EXPECT_EQ(gpu.special_pages, cpu.special_pages) << where;
     EXPECT_EQ(gpu.special_stream_tokens, cpu.special_stream_tokens) << where;
-    EXPECT_EQ(gpu.bytes_reserved, cpu.bytes_reserved / 4 * elem) << where;
+    if (compare_reserved) {
+      EXPECT_EQ(gpu.bytes_reserved, cpu.bytes_reserved / 4 * elem) << where;
+    }
   }
 }
 
@@ -111,11 +120,13 @@ kv::TokenLayout aggregator_tokens() {
 // Four caches fed the same steps: CPU dense, CPU paged, GPU dense, GPU paged.
 struct Quad {
   std::unique_ptr<kv::KvCache> cpu_dense, cpu_paged, gpu_dense, gpu_paged;
+  bool fp8;  // every store keeps e4m3 codes (config.dtype Fp8)
   Quad(const kv::CacheConfig& c, const kv::TokenLayout& l, int blocks)
       : cpu_dense(kv::make_cpu_cache(kv::Layout::Dense, c, l, blocks)),
         cpu_paged(kv::make_cpu_cache(kv::Layout::Paged, c, l, blocks)),
         gpu_dense(make_cuda_kv_cache(kv::Layout::Dense, c, l, blocks, nullptr)),
-        gpu_paged(make_cuda_kv_cache(kv::Layout::Paged, c, l, blocks, nullptr)) {}
+        gpu_paged(make_cuda_kv_cache(kv::Layout::Paged, c, l, blocks, nullptr)),
+        fp8(c.dtype == kv::KvDtype::Fp8) {}
   std::vector<kv::KvCache*> all() { return {cpu_dense.get(), cpu_paged.get(), gpu_dense.get(), gpu_paged.get()}; }
 };
 
@@ -134,7 +145,9 @@ void run_step(Quad& caches, const kv::TokenLayout& l, int blocks, int frames, bo
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   const int64_t rows = int64_t{frames} * l.tokens_per_frame();
-  const double bound = ct::bound_for(dtype);
+  // fp8: the GPU reads the stored values back to bf16 (one more rounding
+  // of K and V than the CPU reference sees).
+  const double bound = ct::bound_for(dtype) * (caches.fp8 ? 2 : 1);
   for (int b : order) {
     const Tensor k = ct::round_to(ct::random_normal({rows, l.num_heads, l.head_dim}, rng), dtype);
     const Tensor v = ct::round_to(ct::random_normal({rows, l.num_heads, l.head_dim}, rng), dtype);
@@ -171,8 +184,12 @@ void run_step(Quad& caches, const kv::TokenLayout& l, int blocks, int frames, bo
                                   where + " gpu dense vs gpu paged"));
   }
   for (kv::KvCache* c : caches.all()) c->end_step();
-  expect_same_stats(caches.cpu_dense->stats(), caches.gpu_dense->stats(), dtype, false, where + " dense stats");
-  expect_same_stats(caches.cpu_paged->stats(), caches.gpu_paged->stats(), dtype, true, where + " paged stats");
+  // fp8: both sides hold codes and scales (the same bytes per token); the
+  // reserved bytes differ (the CPU blocks' 64-byte rounding, the GPU's staging).
+  const DType scale = caches.fp8 ? DType::F32 : dtype;
+  expect_same_stats(caches.cpu_dense->stats(), caches.gpu_dense->stats(), scale, false, where + " dense stats");
+  expect_same_stats(caches.cpu_paged->stats(), caches.gpu_paged->stats(), scale, true, where + " paged stats",
+                    !caches.fp8);
   if (!store) {
     for (int b = 0; b < blocks; ++b) {
       const auto d = caches.gpu_dense->gather_visible(b);
@@ -219,6 +236,93 @@ TEST(CudaKvCache, MatchesCpuStoresOverRandomSteps) {
   }
 }
 
+// fp8 storage in all four stores (bf16 K/V in, as the aggregator appends
+// them on the GPU), over random step sequences and flags.
+TEST(CudaKvCache, Fp8MatchesCpuFp8StoresOverRandomSteps) {
+  LB_REQUIRE_GPU();
+  std::mt19937 rng(4343);
+  const int cases = kvt::iterations(40);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int n = 0; n < cases; ++n) {
+    const int dims[] = {16, 32, 64, 64};
+    auto [config, layout] = kvt::random_config(rng, dims[pick(0, 3)]);
+    config.dtype = kv::KvDtype::Fp8;
+    const int blocks = pick(1, 3);
+    const std::string what = kvt::describe(config, layout, blocks) + " fp8";
+    Quad caches(config, layout, blocks);
+    const int steps = pick(1, 30);
+    for (int s = 0; s < steps; ++s) {
+      const std::string where = what + " step " + std::to_string(s);
+      const int kind = pick(0, 39);
+      if (kind == 0) {
+        for (kv::KvCache* c : caches.all()) c->reset();
+        continue;
+      }
+      const bool store = kind > 9;
+      const int frames = kind % 8 == 1 ? pick(2, config.sliding_window + config.scale_frames + 3) : 1;
+      const int64_t q_rows = pick(0, 1) ? pick(1, 7) : pick(8, 140);
+      ASSERT_NO_FATAL_FAILURE(run_step(caches, layout, blocks, frames, store, DType::BF16, q_rows, rng, where));
+    }
+  }
+}
+
+// Every attention kernel over the fp8 store (the staging pages they read are
+// bf16): the mma.sync kernel (sm_80 path, also forced on Hopper), wgmma-ws
+// (Hopper) and the warp kernel, on the aggregator's layout, a whole frame of
+// queries for the tensor-core kernels, against the fp64 reference over the
+// CPU fp8 store's dequantised keys; dense and paged GPU stores both.
+TEST(CudaKvCache, Fp8EveryAttentionKernel) {
+  LB_REQUIRE_GPU();
+  std::mt19937 rng(79);
+  const kv::TokenLayout l = aggregator_tokens();
+  kv::CacheConfig c;
+  c.sliding_window = 3;
+  c.scale_frames = 1;
+  c.dtype = kv::KvDtype::Fp8;
+  auto cpu = kv::make_cpu_cache(kv::Layout::Dense, c, l, 1);
+  auto dense = make_cuda_kv_cache(kv::Layout::Dense, c, l, 1, nullptr);
+  auto paged = make_cuda_kv_cache(kv::Layout::Paged, c, l, 1, nullptr);
+  std::vector<AttentionKernel> kernels = {AttentionKernel::Mma, AttentionKernel::Warp};
+  if (ct::hopper()) kernels.push_back(AttentionKernel::WgmmaWs);
+  for (int s = 0; s < 6; ++s) {
+    for (kv::KvCache* cache : {cpu.get(), dense.get(), paged.get()}) cache->begin_step(1, true);
+    const int64_t n = l.tokens_per_frame();
+    const Tensor k = ct::round_to(ct::random_normal({n, l.num_heads, l.head_dim}, rng), DType::BF16);
+    const Tensor v = ct::round_to(ct::random_normal({n, l.num_heads, l.head_dim}, rng), DType::BF16);
+    cpu->append(0, k, v);
+    const Tensor dk = ct::upload(k, DType::BF16), dv = ct::upload(v, DType::BF16);
+    dense->append(0, dk, dv);
+    paged->append(0, dk, dv);
+    if (s >= 4) {  // evictions have happened: retained specials, the window, the scale frame
+      const auto keys = cpu->gather_visible(0);
+      for (AttentionKernel kernel : kernels) {
+        const int64_t q_rows = kernel == AttentionKernel::Warp ? 24 : n;
+        const Tensor q = ct::round_to(ct::random_normal({q_rows, l.num_heads, l.head_dim}, rng), DType::BF16);
+        const Tensor dq = ct::upload(q, DType::BF16);
+        // The reference over a few rows only (a naive fp64 loop).
+        const std::vector<int64_t> rows = {0, 1, 7, q_rows / 2, q_rows - 1};
+        Tensor q_few = Tensor::empty({static_cast<int64_t>(rows.size()), l.num_heads, l.head_dim});
+        for (size_t i = 0; i < rows.size(); ++i)
+          std::memcpy(q_few.f32() + static_cast<int64_t>(i) * l.row_floats(), q.f32() + rows[i] * l.row_floats(),
+                      static_cast<size_t>(l.row_floats()) * sizeof(float));
+        const Tensor ref = reference_attention(l, keys, q_few);  // row i: query rows[i]
+        for (kv::KvCache* cache : {dense.get(), paged.get()}) {
+          dynamic_cast<CudaKvCache&>(*cache).set_attention(kernel);
+          Tensor out = ct::device_empty(dq.shape(), DType::BF16);
+          ct::poison(out);
+          cache->attend(0, dq, out);
+          const std::string where = fmt::format("step {} kernel {} {}", s, attention_kernel_name(kernel),
+                                                kv::layout_name(cache->stats().layout));
+          ASSERT_TRUE(ct::close_on_rows(ct::download(out), ref, rows, l.num_heads, l.head_dim,
+                                        2 * ct::bound_for(DType::BF16), where));
+        }
+      }
+    }
+    for (kv::KvCache* cache : {cpu.get(), dense.get(), paged.get()}) cache->end_step();
+  }
+  EXPECT_EQ(paged->stats().storage, "e4m3");
+}
+
 // The aggregator's token layout (6 specials + 972 patches, 16 heads x 64,
 // bf16) with a small window: frame pages of 972 (paged) / 978 (dense)
 // tokens, evictions, a scale phase of 3 frames, non-keyframes, and
@@ -227,15 +331,18 @@ TEST(CudaKvCache, AggregatorLayout) {
   LB_REQUIRE_GPU();
   std::mt19937 rng(77);
   const kv::TokenLayout l = aggregator_tokens();
-  for (bool include_scale : {true, false}) {
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool include_scale = variant != 1;
     kv::CacheConfig c;
     c.sliding_window = 3;
     c.scale_frames = 2;
     c.include_scale_frames = include_scale;
+    if (variant == 2) c.dtype = kv::KvDtype::Fp8;  // the fp8 store on the real layout, every kernel by Auto
     c.pool_growth_pages = 2;
     const int blocks = 2;
     Quad caches(c, l, blocks);
-    const std::string what = fmt::format("aggregator layout W=3 S=2 include_scale_frames={}", include_scale);
+    const std::string what = fmt::format("aggregator layout W=3 S=2 include_scale_frames={} kv {}", include_scale,
+                                         kv::kv_dtype_name(c.dtype));
     // The stores are compared in full; attention only for a few query rows,
     // because the CPU reference is a naive fp64 loop (a full 3-frame scale
     // phase against it took minutes).

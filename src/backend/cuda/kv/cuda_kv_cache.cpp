@@ -5,6 +5,7 @@
 #include "backend/cuda/kv/kv_append.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "kv/fp8_e4m3.h"
 
 #include <algorithm>
 #include <cstring>
@@ -44,6 +45,7 @@ CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const
       stream_(stream),
       kernel_stream_(std::move(kernel_stream)),
       steps_(num_blocks),
+      staging_table_(stream),
       table_(stream),
       scratch_(stream, "kv cache attention splits") {
   kv::validate(config);
@@ -56,6 +58,7 @@ CudaKvCache::CudaKvCache(kv::Layout layout, const kv::CacheConfig& config, const
   planner_ = std::make_unique<kv::PagePlanner>(
       planner_config, tokens, layout == kv::Layout::Paged ? kv::PageRouting::Upstream : kv::PageRouting::WholeFrames);
   page_size_ = planner_->page_size();
+  fp8_ = config.dtype == kv::KvDtype::Fp8;
   LB_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
 }
 
@@ -64,6 +67,7 @@ CudaKvCache::~CudaKvCache() {
   // is not asked for: its owner may be gone already).
   (void)cudaDeviceSynchronize();
   for (char* c : chunks_) device_free(c);
+  if (staging_) device_free(staging_);
   if (uploaded_) cudaEventDestroy(uploaded_);
 }
 
@@ -85,9 +89,33 @@ const kv::WindowPolicy& CudaKvCache::planner_window() const { return planner_->w
 // ---- memory -------------------------------------------------------------------
 
 int64_t CudaKvCache::row_bytes() const {
-  return dtype_ ? tokens_.row_floats() * static_cast<int64_t>(dtype_size(*dtype_)) : 0;
+  if (!dtype_) return 0;
+  return tokens_.row_floats() * (fp8_ ? 1 : static_cast<int64_t>(dtype_size(*dtype_)));
 }
-int64_t CudaKvCache::page_bytes() const { return 2 * int64_t{page_size_} * row_bytes(); }
+int64_t CudaKvCache::page_bytes() const {
+  return fp8_ ? fp8_shape().page_bytes() : 2 * int64_t{page_size_} * row_bytes();
+}
+Fp8PageShape CudaKvCache::fp8_shape() const { return {page_size_, tokens_.num_heads, tokens_.head_dim}; }
+
+void CudaKvCache::ensure_staging(int32_t pages) {
+  if (pages <= staging_pages_) return;
+  check_not_capturing(stream_, "growing the fp8 kv cache's staging pages");
+  // Room for more than asked: the special stream adds a page every few frames.
+  const int32_t want = std::max(pages + 8, staging_pages_ + staging_pages_ / 2);
+  const int64_t page = 2 * int64_t{page_size_} * tokens_.row_floats() * 2;  // bf16
+  synchronize();  // an earlier step's kernels may still read the old pages
+  if (staging_) device_free(staging_);
+  staging_ = nullptr;
+  bytes_reserved_ -= int64_t{staging_pages_} * page;
+  staging_pages_ = 0;
+  staging_ = static_cast<char*>(device_malloc(static_cast<size_t>(want * page), "fp8 kv cache staging pages"));
+  staging_pages_ = want;
+  bytes_reserved_ += int64_t{want} * page;
+  // The staging pages are one chunk of `want` pages for "block 0".
+  staging_map_ = kv_chunk_tensor_map({staging_, int64_t{2} * want, page_size_, tokens_.num_heads, tokens_.head_dim},
+                                     attn::kWsPagedKeyTile);
+  bytes_allocated_total_ += int64_t{want} * page;
+}
 
 char* CudaKvCache::page_ptr(int32_t page) const {
   return chunks_[static_cast<size_t>(page / pages_per_chunk_)] + int64_t{page % pages_per_chunk_} * page_bytes();
@@ -100,8 +128,9 @@ void CudaKvCache::ensure_chunks(int32_t pool_pages) {
     check_not_capturing(stream_, "growing the kv cache");
     chunks_.push_back(static_cast<char*>(device_malloc(static_cast<size_t>(chunk_bytes), "kv cache pages")));
     bytes_reserved_ += chunk_bytes;
+    bytes_allocated_total_ += chunk_bytes;
     // A TMA map per chunk (bf16 pages that hold a whole tile), or none at all.
-    if (*dtype_ == DType::BF16 && (chunks_.size() == 1 || !tensor_maps_.empty())) {
+    if (*dtype_ == DType::BF16 && !fp8_ && (chunks_.size() == 1 || !tensor_maps_.empty())) {
       const KvChunkGeometry geometry{chunks_.back(), int64_t{2} * num_blocks() * pages_per_chunk_, page_size_,
                                      tokens_.num_heads, tokens_.head_dim};
       if (auto map = kv_chunk_tensor_map(geometry, attn::kWsPagedKeyTile)) {
@@ -128,6 +157,11 @@ void CudaKvCache::upload_step() {
       d.src = nullptr;
       d.src_row = m.src;
     }
+    if (fp8_) {  // the slots' K scales, after the page's codes
+      const int64_t scale_bytes = int64_t{tokens_.num_heads} * 4;
+      d.dst_scales = page_ptr(m.dst_page) + fp8_shape().codes_bytes() + int64_t{m.dst_slot} * scale_bytes;
+      if (m.src_page >= 0) d.src_scales = page_ptr(m.src_page) + fp8_shape().codes_bytes() + m.src * scale_bytes;
+    }
     moves.push_back(d);
   }
   std::vector<char*> pages;
@@ -147,6 +181,7 @@ void CudaKvCache::upload_step() {
   h.row_bytes = rb;
   h.v_offset = int64_t{page_size_} * rb;
   h.block_stride = int64_t{pages_per_chunk_} * page_bytes();
+  h.scale_v_offset = fp8_ ? fp8_shape().scales_v_offset() : 0;
   h.pages_per_chunk = pages_per_chunk_;
   h.tma_box_rows = attn::kWsPagedKeyTile;
   h.num_tensor_maps = tma ? static_cast<int32_t>(tensor_maps_.size()) : 0;
@@ -154,6 +189,31 @@ void CudaKvCache::upload_step() {
     table_.upload(h, pages, moves, plan.visible.page_ids, tensor_maps_);
   } else {
     table_.upload(h, pages, moves);
+  }
+  if (fp8_) {
+    // The staging pages in visible order, as the bf16 kernels read them.
+    ensure_staging(plan.visible.num_pages());
+    KvTableHeader sh = h;
+    sh.num_moves = 0;
+    sh.row_bytes = tokens_.row_floats() * 2;
+    sh.v_offset = int64_t{page_size_} * sh.row_bytes;
+    sh.block_stride = 0;
+    sh.scale_v_offset = 0;
+    std::vector<char*> staged;
+    std::vector<int32_t> staged_ids;  // visible page i is staging page i
+    for (size_t i = 0; i < pages.size(); ++i) {
+      staged.push_back(staging_ + static_cast<int64_t>(i) * 2 * sh.v_offset);
+      staged_ids.push_back(static_cast<int32_t>(i));
+    }
+    if (tma_enabled_ && staging_map_) {
+      sh.pages_per_chunk = staging_pages_;
+      sh.tma_box_rows = attn::kWsPagedKeyTile;
+      sh.num_tensor_maps = 1;
+      staging_table_.upload(sh, staged, {}, staged_ids, {*staging_map_});
+    } else {
+      sh.num_tensor_maps = 0;
+      staging_table_.upload(sh, staged, {});
+    }
   }
   step_uploaded_ = true;
 }
@@ -188,6 +248,8 @@ void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
            dtype_name(v.dtype()));
   LB_CHECK(!dtype_ || *dtype_ == k.dtype(), "kv cache: append: the cache stores {}, got {} (reset to change)",
            dtype_name(*dtype_), dtype_name(k.dtype()));
+  LB_CHECK(!fp8_ || k.dtype() == DType::BF16, "kv cache: fp8 storage on the GPU takes bfloat16 K/V, got {}",
+           dtype_name(k.dtype()));
   if (!dtype_) dtype_ = k.dtype();
   const cudaStream_t stream = kernel_stream();
   if (!step_uploaded_) {
@@ -201,6 +263,11 @@ void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
     }
   }
 
+  if (fp8_) {
+    launch_kv_append_fp8(table_.device(), block, k.data(), v.data(), /*input_is_bf16=*/true, fp8_shape(), stream);
+    steps_.mark_appended(block);
+    return;
+  }
   const int unit = kv_append_unit_bytes(row_bytes(), reinterpret_cast<uintptr_t>(k.data()),
                                         reinterpret_cast<uintptr_t>(v.data()));
   LB_CHECK(unit >= 2, "kv cache: append: k {} at {} and v {} at {} must be at least 2-byte aligned (block {})",
@@ -215,6 +282,13 @@ void CudaKvCache::attend(int block, const Tensor& q, Tensor& out) {
   check_rows(out, q.dim(0), "attend: out");
   LB_CHECK(q.dtype() == *dtype_ && out.dtype() == *dtype_, "kv cache: attend: q and out must be {} like the "
            "cache, got {} and {}", dtype_name(*dtype_), dtype_name(q.dtype()), dtype_name(out.dtype()));
+  if (fp8_) {
+    const cudaStream_t stream = kernel_stream();
+    launch_kv_dequantise(table_.device(), block, staging_table_.device(), fp8_shape(), stream);
+    attention_paged(q, staging_table_.device(), 0, tokens_.num_heads, tokens_.head_dim, out, scratch_, stream,
+                    kernel_, splits_, auto_choice_);
+    return;
+  }
   attention_paged(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_, kernel_stream(),
                   kernel_, splits_, auto_choice_);
 }
@@ -239,6 +313,10 @@ void CudaKvCache::reset() {
   for (char* c : chunks_) device_free(c);
   chunks_.clear();
   tensor_maps_.clear();
+  if (staging_) device_free(staging_);
+  staging_ = nullptr;
+  staging_pages_ = 0;
+  staging_map_.reset();
   bytes_reserved_ = 0;
   dtype_.reset();
   step_uploaded_ = false;
@@ -274,11 +352,24 @@ std::pair<Tensor, Tensor> CudaKvCache::gather_visible(int block) const {
   const int64_t row = tokens_.row_floats();
   const int64_t block_offset = int64_t{block} * pages_per_chunk_ * page_bytes();
   std::vector<char> staging(static_cast<size_t>(int64_t{page_size_} * rb));
+  std::vector<float> scales(static_cast<size_t>(int64_t{page_size_} * tokens_.num_heads));
   int64_t at = 0;  // token
   for (int32_t i = 0; i < table.num_pages(); ++i) {
     const int64_t len = table.page_len(i);
     const char* page = page_ptr(table.page_ids[static_cast<size_t>(i)]) + block_offset;
     for (int kv_index = 0; kv_index < 2; ++kv_index) {
+      if (fp8_) {
+        const Fp8PageShape shape = fp8_shape();
+        LB_CUDA_CHECK(cudaMemcpy(staging.data(), page + kv_index * int64_t{page_size_} * rb,
+                                 static_cast<size_t>(len * rb), cudaMemcpyDeviceToHost));
+        LB_CUDA_CHECK(cudaMemcpy(scales.data(), page + shape.codes_bytes() + kv_index * shape.scales_v_offset(),
+                                 static_cast<size_t>(len * tokens_.num_heads) * sizeof(float), cudaMemcpyDeviceToHost));
+        float* dst = (kv_index == 0 ? k : v).f32() + at * row;
+        const auto* codes = reinterpret_cast<const uint8_t*>(staging.data());
+        for (int64_t e = 0; e < len * row; ++e)
+          dst[e] = kv::e4m3_to_f32(codes[e]) * scales[static_cast<size_t>(e / tokens_.head_dim)];
+        continue;
+      }
       LB_CUDA_CHECK(cudaMemcpy(staging.data(), page + kv_index * int64_t{page_size_} * rb,
                                static_cast<size_t>(len * rb), cudaMemcpyDeviceToHost));
       float* dst = (kv_index == 0 ? k : v).f32() + at * row;
@@ -304,9 +395,12 @@ kv::CacheStats CudaKvCache::stats() const {
     planner_->report(s);
     s.bytes_in_use = s.pages_in_use * page_bytes() * num_blocks();
   } else {
-    s.bytes_in_use = s.visible_tokens * 2 * row_bytes() * num_blocks();
+    const int64_t scales = fp8_ ? int64_t{tokens_.num_heads} * 4 : 0;
+    s.bytes_in_use = s.visible_tokens * 2 * (row_bytes() + scales) * num_blocks();
   }
   s.bytes_reserved = bytes_reserved_;
+  s.bytes_allocated_total = bytes_allocated_total_;
+  s.storage = fp8_ ? "e4m3" : !dtype_ ? "(none yet)" : *dtype_ == DType::BF16 ? "bfloat16" : "float32";
   return s;
 }
 

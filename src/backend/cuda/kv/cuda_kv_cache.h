@@ -38,11 +38,22 @@
 // construction or reset() allocates and uploads inside append() (the dtype is
 // known only then): run it outside capture.
 //
+// fp8 storage (config.dtype Fp8; bf16 appends and queries): pages of e4m3
+// codes with a float32 scale per token and head (kv_fp8.h, the same format
+// and rounding as the CPU stores, kv/fp8_e4m3.h), written by the fp8 append
+// kernel. attend() first reads the block's visible pages back to bf16 into a
+// staging page set (one block's worth, shared by all blocks, listed by a
+// second device table, with a TMA map over it where the wgmma-ws kernel can
+// use one), then runs the bf16 attention kernels on it unchanged: the stored cache takes 53% of bf16's memory, attention costs one
+// extra pass over the block's keys. (Dequantising inside the attention
+// kernels' shared-memory tiles, or fp8 wgmma, would save that pass: not done.)
+//
 // gather_visible() returns float32 CPU tensors (it synchronises; for tests).
 #pragma once
 
 #include "backend/cuda/attention/attention.h"
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/kv/kv_fp8.h"
 #include "backend/cuda/kv/kv_table.h"
 #include "kv/kv_cache.h"
 #include "kv/page_planner.h"
@@ -113,8 +124,10 @@ class CudaKvCache final : public kv::KvCache {
 
   cudaStream_t kernel_stream() const { return kernel_stream_ ? kernel_stream_() : stream_; }
   void synchronize() const;  // the home stream and the kernel stream now
-  int64_t row_bytes() const;   // one token's K (or V) in the storage dtype
-  int64_t page_bytes() const;  // one page, K and V
+  int64_t row_bytes() const;   // one token's K (or V) in the storage dtype (fp8: the codes)
+  int64_t page_bytes() const;  // one page, K and V (fp8: codes and scales)
+  Fp8PageShape fp8_shape() const;
+  void ensure_staging(int32_t pages);  // fp8: bf16 staging for `pages` visible pages
   char* page_ptr(int32_t page) const;  // block 0's copy
   void ensure_chunks(int32_t pool_pages);
   void upload_step();  // the open step's table -> device
@@ -131,11 +144,17 @@ class CudaKvCache final : public kv::KvCache {
   int32_t page_size_ = 0;
   int32_t pages_per_chunk_ = 1;
 
-  std::optional<DType> dtype_;  // storage dtype, fixed by the first append since reset
+  std::optional<DType> dtype_;  // dtype of the appends and queries, fixed by the first append since reset
+  bool fp8_ = false;            // storage: e4m3 codes + scales (else dtype_)
+  char* staging_ = nullptr;     // fp8: bf16 pages of one block's visible keys
+  int32_t staging_pages_ = 0;
+  std::optional<TensorMap> staging_map_;  // fp8: TMA over the staging pages (one chunk), where TMA serves
+  KvTable staging_table_;       // fp8: the staging pages as attention reads them
   std::vector<char*> chunks_;   // device memory: [block][pages_per_chunk][page]
   std::vector<TensorMap> tensor_maps_;  // one per chunk, or none (no TMA for this cache)
   bool tma_enabled_ = true;
   int64_t bytes_reserved_ = 0;
+  int64_t bytes_allocated_total_ = 0;
   bool step_uploaded_ = false;
 
   KvTable table_;

@@ -34,6 +34,10 @@ struct DeviceRowMove {
   char* dst;        // block 0's destination K row; its V row is dst + v_offset
   const char* src;  // block 0's source K row in the pool, or null: row src_row of the step's k/v tensors
   int64_t src_row;
+  // fp8 pages only (kv_fp8.h), else null: the K scales of the destination
+  // and source slots (V scales at + scale_v_offset).
+  char* dst_scales;
+  const char* src_scales;
 };
 
 struct KvTableHeader {
@@ -45,6 +49,7 @@ struct KvTableHeader {
   int64_t row_bytes = 0;   // one token's K (or V): num_heads * head_dim * element size
   int64_t v_offset = 0;    // bytes from a page's K block to its V block (= page_size * row_bytes)
   int64_t block_stride = 0;  // bytes from block b's copy of a page to block b + 1's
+  int64_t scale_v_offset = 0;  // fp8 pages: bytes from a slot's K scales to its V scales
   char* const* page_ptrs = nullptr;       // [num_pages] block 0's page base (K of slot 0), attention order
   const DeviceRowMove* moves = nullptr;   // [num_moves]
   // TMA (tensor_map.h), or null: one map per pool chunk, and each visible

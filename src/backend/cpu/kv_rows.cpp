@@ -1,0 +1,123 @@
+#include "backend/cpu/kv_rows.h"
+
+#include "backend/cpu/parallel.h"
+#include "core/half.h"
+#include "kv/fp8_e4m3.h"
+
+#include <cstring>
+
+namespace lingbot::cpu {
+
+namespace {
+
+int64_t element_bytes(KvElement e) {
+  switch (e) {
+    case KvElement::F32: return 4;
+    case KvElement::Bf16: return 2;
+    case KvElement::Fp8: return 1;
+  }
+  return 0;
+}
+
+constexpr int64_t round_up_64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// Writes of fewer rows than this run on the calling thread (a camera-head
+// token, a frame's specials): waking the team costs more than the copy.
+constexpr int64_t kMinParallelRows = 64;
+
+}  // namespace
+
+KvElement kv_element_for(kv::KvDtype dtype) {
+  switch (dtype) {
+    case kv::KvDtype::Auto: return KvElement::F32;
+    case kv::KvDtype::Bf16: return KvElement::Bf16;
+    case kv::KvDtype::Fp8: return KvElement::Fp8;
+  }
+  return KvElement::F32;
+}
+
+std::string_view kv_element_name(KvElement element) {
+  switch (element) {
+    case KvElement::F32: return "float32";
+    case KvElement::Bf16: return "bfloat16";
+    case KvElement::Fp8: return "e4m3";
+  }
+  return "?";
+}
+
+int64_t KvRowBlock::token_bytes(KvElement element, int num_heads, int head_dim) {
+  const int64_t scales = element == KvElement::Fp8 ? int64_t{num_heads} * 4 : 0;
+  return 2 * (int64_t{num_heads} * head_dim * element_bytes(element) + scales);
+}
+
+KvRowBlock::KvRowBlock(KvElement element, int num_heads, int head_dim, int64_t capacity, bool prefault)
+    : element_(element), num_heads_(num_heads), head_dim_(head_dim), capacity_(capacity) {
+  row_bytes_ = int64_t{num_heads} * head_dim * element_bytes(element);
+  scales_offset_ = round_up_64(2 * capacity * row_bytes_);
+  const int64_t scale_bytes = element == KvElement::Fp8 ? 2 * capacity * num_heads * int64_t{4} : 0;
+  const int64_t total = round_up_64(scales_offset_ + scale_bytes);
+  memory_ = Tensor::empty({total}, DType::U8);
+  if (prefault) parallel_first_touch(static_cast<float*>(memory_.data()), total / 4);
+}
+
+std::byte* KvRowBlock::k_elems(int64_t slot) const {
+  return static_cast<std::byte*>(memory_.data()) + slot * row_bytes_;
+}
+std::byte* KvRowBlock::v_elems(int64_t slot) const { return k_elems(capacity_ + slot); }
+float* KvRowBlock::k_scales(int64_t slot) const {
+  return reinterpret_cast<float*>(static_cast<std::byte*>(memory_.data()) + scales_offset_) + slot * num_heads_;
+}
+float* KvRowBlock::v_scales(int64_t slot) const { return k_scales(capacity_ + slot); }
+
+void KvRowBlock::write(int64_t slot, const float* k, const float* v, int64_t count) {
+  LB_ASSERT(slot >= 0 && count >= 0 && slot + count <= capacity_);
+  const int64_t row = int64_t{num_heads_} * head_dim_;
+  if (element_ == KvElement::F32) {
+    parallel_copy(k_elems(slot), k, static_cast<size_t>(count * row_bytes_));
+    parallel_copy(v_elems(slot), v, static_cast<size_t>(count * row_bytes_));
+    return;
+  }
+  // One item per token row of K or V.
+#pragma omp parallel for schedule(static) if (count >= kMinParallelRows)
+  for (int64_t item = 0; item < 2 * count; ++item) {
+    const bool is_v = item >= count;
+    const int64_t t = is_v ? item - count : item;
+    const float* src = (is_v ? v : k) + t * row;
+    std::byte* dst = is_v ? v_elems(slot + t) : k_elems(slot + t);
+    if (element_ == KvElement::Bf16) {
+      auto* out = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t c = 0; c < row; ++c) out[c] = f32_to_bf16(src[c]);
+    } else {
+      auto* out = reinterpret_cast<uint8_t*>(dst);
+      float* scales = is_v ? v_scales(slot + t) : k_scales(slot + t);
+      for (int h = 0; h < num_heads_; ++h) {
+        scales[h] = kv::quantise_e4m3(src + int64_t{h} * head_dim_, head_dim_, out + int64_t{h} * head_dim_);
+      }
+    }
+  }
+}
+
+void KvRowBlock::copy(const KvRowBlock& src, int64_t src_slot, int64_t slot, int64_t count) {
+  LB_ASSERT(src.element_ == element_ && src.num_heads_ == num_heads_ && src.head_dim_ == head_dim_);
+  LB_ASSERT(src_slot >= 0 && slot >= 0 && src_slot + count <= src.capacity_ && slot + count <= capacity_);
+  const auto bytes = static_cast<size_t>(count * row_bytes_);
+  std::memcpy(k_elems(slot), src.k_elems(src_slot), bytes);
+  std::memcpy(v_elems(slot), src.v_elems(src_slot), bytes);
+  if (element_ == KvElement::Fp8) {
+    const auto scale_bytes = static_cast<size_t>(count * num_heads_) * sizeof(float);
+    std::memcpy(k_scales(slot), src.k_scales(src_slot), scale_bytes);
+    std::memcpy(v_scales(slot), src.v_scales(src_slot), scale_bytes);
+  }
+}
+
+KvSpan KvRowBlock::span(int64_t slot, int64_t count) const {
+  LB_ASSERT(slot >= 0 && count >= 0 && slot + count <= capacity_);
+  KvSpan s{k_elems(slot), v_elems(slot), count, element_};
+  if (element_ == KvElement::Fp8) {
+    s.k_scale = k_scales(slot);
+    s.v_scale = v_scales(slot);
+  }
+  return s;
+}
+
+}  // namespace lingbot::cpu

@@ -1,0 +1,63 @@
+// Token rows of K and V as the CPU stores keep them: float32, bfloat16 or
+// fp8 e4m3 with a scale per token and head (kv/fp8_e4m3.h).
+//
+// A KvRowBlock is one allocation holding the K and V rows of `capacity`
+// token slots:
+//   [K elements: capacity][V elements: capacity][K scales][V scales]
+// with a token's elements [num_heads][head_dim] and its scales [num_heads]
+// (fp8 only), so consecutive slots are contiguous and any run of them is one
+// KvSpan for cpu::attention, which dequantises while it reads. Both stores
+// are built from these blocks: the paged store's chunks of pages, the dense
+// store's slabs of frame slots and chunks of retained specials. With
+// `prefault`, a block's memory is first touched in parallel when it is made
+// (the page faults are taken by the whole team, not by the first append's
+// thread: the paged store's large chunks); the stores keep their blocks
+// across reset(), so a second stream faults in nothing.
+#pragma once
+
+#include "backend/cpu/attention.h"
+#include "core/tensor.h"
+#include "kv/kv_cache.h"
+
+#include <cstdint>
+
+namespace lingbot::cpu {
+
+// The element type of a CPU store: Auto is float32 on the CPU.
+KvElement kv_element_for(kv::KvDtype dtype);
+std::string_view kv_element_name(KvElement element);
+
+class KvRowBlock {
+ public:
+  KvRowBlock(KvElement element, int num_heads, int head_dim, int64_t capacity, bool prefault);
+
+  // Encodes rows [0, count) of k and v (float32 [count][num_heads][head_dim])
+  // into slots [slot, slot + count); in parallel for large writes.
+  void write(int64_t slot, const float* k, const float* v, int64_t count);
+  // Copies slots as stored (codes and scales, no re-rounding) from another
+  // block of the same format; the ranges must not overlap.
+  void copy(const KvRowBlock& src, int64_t src_slot, int64_t slot, int64_t count);
+  // Slots [slot, slot + count) as attention reads them.
+  KvSpan span(int64_t slot, int64_t count) const;
+
+  int64_t capacity() const { return capacity_; }
+  int64_t nbytes() const { return static_cast<int64_t>(memory_.nbytes()); }
+  // Bytes one token's K and V take, scales included.
+  static int64_t token_bytes(KvElement element, int num_heads, int head_dim);
+
+ private:
+  std::byte* k_elems(int64_t slot) const;
+  std::byte* v_elems(int64_t slot) const;
+  float* k_scales(int64_t slot) const;
+  float* v_scales(int64_t slot) const;
+
+  KvElement element_;
+  int num_heads_;
+  int head_dim_;
+  int64_t capacity_;
+  int64_t row_bytes_;      // one token's K (or V) elements
+  int64_t scales_offset_;  // bytes from the start to the K scales
+  Tensor memory_;          // uint8
+};
+
+}  // namespace lingbot::cpu
