@@ -7,6 +7,7 @@
 #include "app/flag_checks.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
+#include "backend/cuda_module.h"
 #include "core/log.h"
 #include "core/profiler.h"
 #include "image/preprocess.h"
@@ -186,6 +187,15 @@ int run_bench(const BenchArgs& a) {
   std::printf("peak RSS %.0f MB, weights %.0f MB, workspace %.0f MB, device memory in use %.2f GB | %s\n",
               peak_rss_bytes() / 1e6, model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6,
               backend->device_memory_in_use() / 1e9, kv::format_stats(model.cache_stats()).c_str());
+  // The CUDA backend's own account: what it allocated, by purpose, and the
+  // rest of what the driver reports in use (backend/device_memory_account.h).
+  std::optional<DeviceMemoryAccount> account;
+  if (backend->device() == Device::CUDA) {
+    account = cuda_module::memory_account();
+    std::printf("%s", format_memory_account(*account).c_str());
+    std::printf("  (of the tensors: weights %.0f MB, workspace %.0f MB)\n", model.weight_bytes() / 1e6,
+                model.workspace_bytes() / 1e6);
+  }
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (!a.json.empty()) {
     // Figures that were not measured are null.
@@ -203,6 +213,14 @@ int run_bench(const BenchArgs& a) {
     j["steady_median_ms"] = or_null(median);
     j["fps"] = median ? nlohmann::json(1000.0 / *median) : nlohmann::json();
     j["peak_rss_mb"] = peak_rss_bytes() / 1e6;
+    if (account) {
+      j["device_in_use_mb"] = account->device_in_use / 1e6;
+      j["allocated_mb"] = account->live_bytes / 1e6;
+      j["allocated_peak_mb"] = account->peak_bytes / 1e6;
+      nlohmann::json uses = nlohmann::json::object();
+      for (const MemoryUse& u : account->uses) uses[u.what] = {{"mb", u.live_bytes / 1e6}, {"peak_mb", u.peak_bytes / 1e6}};
+      j["allocated_by_use"] = uses;
+    }
     std::ofstream(a.json) << j.dump() << "\n";
   }
   return 0;
