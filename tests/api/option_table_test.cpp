@@ -110,3 +110,25 @@ TEST(OptionTable, ConfigOptionsDefaultToTheirConfigKey) {
     EXPECT_NE(stream_options(other, small), stream_options(Options{}, small));  // and setting it counts
   }
 }
+
+TEST(OptionTable, LowMemoryProfileHalvesTheWindowUnlessItIsSet) {
+  const ModelConfig official = ModelConfig::official();
+  ASSERT_EQ(config_int(official, "kv_cache_sliding_window"), 64);
+  Options low;
+  set_option(low, "memory_profile", "low");
+  const StreamOptions s = stream_options(low, official);
+  EXPECT_TRUE(s.low_memory);
+  EXPECT_EQ(s.cache.sliding_window, 32);
+  EXPECT_FALSE(stream_options(Options{}, official).low_memory);
+  // An explicit window wins, in either direction.
+  set_option(low, "kv_window", "48");
+  EXPECT_EQ(stream_options(low, official).cache.sliding_window, 48);
+  set_option(low, "kv_window", "16");
+  EXPECT_EQ(stream_options(low, official).cache.sliding_window, 16);
+  // A config whose window is already shorter keeps it.
+  ModelConfig narrow = official;
+  narrow.kv_cache_sliding_window = 8;
+  Options low_narrow;
+  set_option(low_narrow, "memory_profile", "low");
+  EXPECT_EQ(stream_options(low_narrow, narrow).cache.sliding_window, 8);
+}
