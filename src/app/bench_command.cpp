@@ -108,10 +108,12 @@ int run_bench(const BenchArgs& a) {
     std::string cache;
   };
   std::vector<Snapshot> snapshots;
+  size_t scale_workspace_bytes = 0;
   for (int i = 0; i < a.frames; ++i) {
     const Tensor& f = frames[static_cast<size_t>(i) % frames.size()];
     if (i + 1 == scale && scale == options.num_scale_frames) phase1_start = Clock::now();
     note(model.push(f));
+    if (i + 1 == scale) scale_workspace_bytes = model.workspace_bytes();  // the scale step's buffers
     if (a.intervals > 0 && i >= scale && (i - scale + 1) % a.intervals == 0)
       snapshots.push_back({i, backend->device_memory_in_use() / 1e9, current_rss_bytes() / 1e6,
                            kv::format_stats(model.cache_stats())});
@@ -193,8 +195,9 @@ int run_bench(const BenchArgs& a) {
   if (backend->device() == Device::CUDA) {
     account = cuda_module::memory_account();
     std::printf("%s", format_memory_account(*account).c_str());
-    std::printf("  (of the tensors: weights %.0f MB, workspace %.0f MB)\n", model.weight_bytes() / 1e6,
-                model.workspace_bytes() / 1e6);
+    std::printf("  (of the tensors: weights %.0f MB, workspace %.0f MB; %.0f MB of workspace after the scale "
+                "phase)\n",
+                model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6, scale_workspace_bytes / 1e6);
   }
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (!a.json.empty()) {
@@ -220,6 +223,9 @@ int run_bench(const BenchArgs& a) {
       nlohmann::json uses = nlohmann::json::object();
       for (const MemoryUse& u : account->uses) uses[u.what] = {{"mb", u.live_bytes / 1e6}, {"peak_mb", u.peak_bytes / 1e6}};
       j["allocated_by_use"] = uses;
+      j["weights_mb"] = model.weight_bytes() / 1e6;
+      j["workspace_mb"] = model.workspace_bytes() / 1e6;
+      j["scale_workspace_mb"] = scale_workspace_bytes / 1e6;
     }
     std::ofstream(a.json) << j.dump() << "\n";
   }

@@ -55,7 +55,7 @@ std::string format_memory_account(const DeviceMemoryAccount& a) {
   std::string out;
   if (a.device_in_use >= 0) {
     out = fmt::format("device memory: {:.0f} MB in use of {:.0f} (cudaMemGetInfo), {:.0f} MB allocated by lingbot "
-                      "(peak {:.0f} MB), {:.0f} MB outside it (CUDA context, cuBLASLt/cuDNN, graphs)\n",
+                      "(peak {:.0f} MB), {:.0f} MB outside it (CUDA context, cuBLASLt's and cuDNN's own)\n",
                       mb(a.device_in_use), mb(a.device_total), mb(a.live_bytes), mb(a.peak_bytes),
                       mb(a.outside_ledger()));
   } else {

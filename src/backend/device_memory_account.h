@@ -6,9 +6,10 @@
 // ("a tensor", "kv cache pages", "the cuBLASLt workspace", ...), and every
 // cudaFree removes it. The ledger keeps the bytes live now and the most that
 // were ever live at once (the peak that has to fit on the card), in total
-// and per purpose. Whatever the driver reports in use beyond the ledger's
-// live bytes is the CUDA context, the libraries' own allocations (cuBLASLt,
-// cuDNN), instantiated CUDA graphs and the driver's rounding of allocations.
+// and per purpose; instantiated CUDA graphs are in it too, as much as the
+// driver's free memory fell when each was made. Whatever the driver reports
+// in use beyond the ledger's live bytes is the CUDA context, the libraries'
+// own allocations (cuBLASLt, cuDNN) and the driver's rounding.
 //
 // This header needs no CUDA: the program formats the account that the
 // CUDA module (liblingbot_cuda.so) hands it (backend/cuda_module.h).
@@ -40,7 +41,7 @@ struct DeviceMemoryAccount {
   int64_t peak_bytes = 0;       // the most that was live at once (<= the sum of the per-use peaks)
   int64_t device_in_use = -1;   // cudaMemGetInfo's total - free (the whole device); -1: unknown
   int64_t device_total = -1;
-  // device_in_use - live_bytes: context, libraries, graphs, rounding (0 when unknown).
+  // device_in_use - live_bytes: context, libraries, rounding (0 when unknown).
   int64_t outside_ledger() const { return device_in_use >= 0 ? device_in_use - live_bytes : 0; }
 };
 
@@ -69,7 +70,7 @@ class MemoryLedger {
 
 // Several lines, in MB (10^6 bytes, as the rest of bench's figures):
 //   device memory: 11780 MB in use of 150000 (cudaMemGetInfo), 10650 MB allocated by lingbot (peak 11020 MB),
-//     1130 MB outside it (CUDA context, cuBLASLt/cuDNN, graphs)
+//     1130 MB outside it (CUDA context, cuBLASLt's and cuDNN's own)
 //   kv cache pages 7260 MB (peak 7260 MB, 24 allocations)
 //   ...
 std::string format_memory_account(const DeviceMemoryAccount& account);

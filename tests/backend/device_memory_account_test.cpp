@@ -78,7 +78,7 @@ TEST(MemoryAccount, NamesWhatIsOutsideTheLedger) {
   EXPECT_EQ(a.outside_ledger(), 1'200'000'000);
   EXPECT_EQ(format_memory_account(a),
             "device memory: 11200 MB in use of 150000 (cudaMemGetInfo), 10000 MB allocated by lingbot (peak 10500 "
-            "MB), 1200 MB outside it (CUDA context, cuBLASLt/cuDNN, graphs)\n"
+            "MB), 1200 MB outside it (CUDA context, cuBLASLt's and cuDNN's own)\n"
             "  kv cache pages 7000 MB (peak 7000 MB, 24 allocations)\n"
             "  a tensor 3000 MB (peak 3500 MB, 1 allocation)\n");
   a.device_in_use = -1;  // the driver could not be asked

@@ -61,6 +61,21 @@ DeviceMemoryAccount device_memory_account() {
 
 void reset_device_memory_peaks() { ledger().reset_peaks(); }
 
+void record_driver_memory(const void* key, int64_t bytes, const char* what) {
+  ledger().add(key, static_cast<size_t>(std::max<int64_t>(bytes, 0)), what);
+}
+
+void forget_driver_memory(const void* key) noexcept { ledger().remove(key); }
+
+int64_t device_free_bytes() noexcept {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(free_bytes);
+}
+
 void check_not_capturing(cudaStream_t stream, const char* what) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));

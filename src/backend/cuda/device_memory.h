@@ -32,6 +32,14 @@ int64_t device_allocation_count();
 DeviceMemoryAccount device_memory_account();
 // Starts the ledger's peaks again from what is live now.
 void reset_device_memory_peaks();
+// Device memory the driver takes for the backend without a cudaMalloc of
+// ours (an instantiated CUDA graph), measured by the caller as the fall of
+// cudaMemGetInfo's free bytes across the call (so in the driver's 2 MiB
+// pages): recorded in the ledger under `what` until forgotten.
+void record_driver_memory(const void* key, int64_t bytes, const char* what);
+void forget_driver_memory(const void* key) noexcept;
+// cudaMemGetInfo's free bytes on the current device; 0 where it fails.
+int64_t device_free_bytes() noexcept;
 
 // Scratch memory for one purpose (a GEMM result before the residual update,
 // a workspace). get() returns at least `bytes`; the pointer is valid until the

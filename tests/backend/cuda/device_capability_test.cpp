@@ -1,6 +1,7 @@
 // Which GPUs the CUDA backend accepts (backend/cuda/device_capability.h):
 // plain arithmetic, checked without a GPU; and, on the GPU machine, that the
-// device there passes and that the ledger sees the backend's allocations.
+// device there passes and that the ledger sees the backend's allocations and
+// its CUDA graphs.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/device_capability.h"
 #include "backend/cuda/device_memory.h"
@@ -46,6 +47,28 @@ TEST(CudaDeviceMemoryAccount, LedgerSeesAllocationsAndTheDriverSeesMore) {
   const DeviceMemoryAccount after = device_memory_account();
   EXPECT_EQ(live_with - after.live_bytes, kBytes) << "freed tensors leave the ledger";
   EXPECT_GE(after.peak_bytes, live_with);
+}
+
+TEST(CudaDeviceMemoryAccount, RecordsEachGraphWhileItLives) {
+  if (!device_available()) GTEST_SKIP() << "no usable CUDA device: " << device_unavailable_reason();
+  const std::string graphs = "CUDA graphs (as the driver's free memory fell)";
+  const auto graphs_held = [&] {
+    for (const MemoryUse& u : device_memory_account().uses)
+      if (u.what == graphs) return u.allocations;
+    return int64_t{0};
+  };
+  CudaBackend backend;
+  Tensor t = backend.alloc({1024}, DType::F32);
+  backend.fill(t, 0.0f);  // outside the capture: nothing to allocate inside it
+  const int64_t before = graphs_held();
+  backend.begin_capture();
+  backend.fill(t, 1.0f);
+  std::shared_ptr<void> graph = backend.end_capture();
+  EXPECT_EQ(graphs_held(), before + 1);
+  backend.replay(graph);
+  backend.synchronize();
+  graph.reset();
+  EXPECT_EQ(graphs_held(), before);
 }
 
 }  // namespace
