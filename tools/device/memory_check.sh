@@ -10,7 +10,8 @@
 #      architecture's 11 reference frames (same window: the profile's
 #      mechanism must not change results), and of each against upstream fp32;
 #   4. the forced sm_80 path (--attention-kernel mma: no wgmma, no TMA):
-#      bench FPS at 378 x 504 and parity against upstream.
+#      bench FPS at 378 x 504, parity against upstream, and Nsight Compute's
+#      word that no wgmma-ws kernel ran (the default run as the control).
 # Results: $OUT/summary.txt and $OUT/logs.tar.gz. About 4 minutes; parity
 # needs .upstream/ (carried), as gpu_check.sh's does.
 #
@@ -70,6 +71,22 @@ account_of low
 log "bench 378 x 504, window 64, forced sm_80 path (--attention-kernel mma)"
 bench_in "$B" sm80 --frames "$FRAMES" --height 378 --width 504 --kv-window 64 --attention-kernel mma
 account_of sm80
+# Which attention kernels ran: Nsight Compute profiles the first launch of a
+# wgmma-ws kernel if there is one (graph nodes included), so the forced run
+# must show none and the default run (the control) one.
+if command -v ncu > /dev/null; then
+  for v in "auto=" "sm80=--attention-kernel mma"; do
+    name=${v%%=*}
+    # shellcheck disable=SC2086  # the variant's arguments split on spaces on purpose
+    timeout 150 ncu --kernel-name regex:attention_wgmma_ws --launch-count 1 "$B/bin/lingbot-map" bench \
+      --device cuda --frames 12 --height 378 --width 504 ${v#*=} > "$W/ncu_$name.txt" 2>&1
+    rc=$?
+    note "$name: $(grep -c '==PROF== Profiling "attention_wgmma_ws' "$W/ncu_$name.txt") wgmma-ws launch profiled" \
+      "(ncu rc=$rc; expected 1 for auto, 0 for sm80)"
+  done
+else
+  note "no ncu: the kernels of the forced sm_80 run are not checked"
+fi
 keep
 
 if [ "$have_upstream" = 1 ]; then
