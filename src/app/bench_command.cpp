@@ -221,7 +221,8 @@ int run_bench(const BenchArgs& a) {
       j["allocated_mb"] = account->live_bytes / 1e6;
       j["allocated_peak_mb"] = account->peak_bytes / 1e6;
       nlohmann::json uses = nlohmann::json::object();
-      for (const MemoryUse& u : account->uses) uses[u.what] = {{"mb", u.live_bytes / 1e6}, {"peak_mb", u.peak_bytes / 1e6}};
+      for (const MemoryUse& u : account->uses)
+        uses[u.what] = {{"mb", u.live_bytes / 1e6}, {"peak_mb", u.peak_bytes / 1e6}};
       j["allocated_by_use"] = uses;
       j["weights_mb"] = model.weight_bytes() / 1e6;
       j["workspace_mb"] = model.workspace_bytes() / 1e6;
