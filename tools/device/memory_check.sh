@@ -15,10 +15,10 @@
 # Results: $OUT/summary.txt and $OUT/logs.tar.gz. About 4 minutes; parity
 # needs .upstream/ (carried), as gpu_check.sh's does.
 #
-# Usage: bash tools/device/memory_check.sh [--no-build] [--frames N (120)]
+# Usage: bash tools/device/memory_check.sh [--no-build] [--frames N (200)]
 set -uo pipefail
 
-BUILD=1 FRAMES=120
+BUILD=1 FRAMES=200
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) BUILD=0 ;;
