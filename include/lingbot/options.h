@@ -85,7 +85,10 @@
          "branch's, which fills what the main work leaves idle)")                                               \
   CHOICE(Cuda, attention_kernel, "auto", "auto|mma|wgmma-ws",                                                   \
          "Tensor-core attention kernel where one applies (bfloat16, head_dim 64): auto is wgmma-ws on Hopper "  \
-         "and mma elsewhere; mma or wgmma-ws pins that kernel on Hopper")
+         "and mma elsewhere; mma or wgmma-ws pins that kernel on Hopper")                                     \
+  CHOICE(Cuda, memory_profile, "default", "default|low",                                                       \
+         "Device memory: default, or low for small GPUs (kv_window 32 and kv_dtype fp8 unless set, the scale "  \
+         "phase's buffers freed before the first streamed frame)")
 
 namespace lingbot {
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <type_traits>
 
@@ -195,6 +196,12 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
     s.cache.scale_frames = *o.num_scale_frames;
   }
   if (o.kv_window) s.cache.sliding_window = *o.kv_window;
+  if (o.memory_profile == "low") {
+    // The KV cache is most of the memory (docs/PERF.md): its window first.
+    s.low_memory = true;
+    if (!o.kv_window) s.cache.sliding_window = std::min(s.cache.sliding_window, kLowMemoryWindow);
+    if (o.kv_dtype == "auto") s.cache.dtype = kv::KvDtype::Fp8;  // then half of bf16's KV bytes
+  }
   if (o.camera_iterations) s.camera_iterations = *o.camera_iterations;
   s.cache_layout = o.kv_cache == "dense" ? kv::Layout::Dense : kv::Layout::Paged;
   s.keyframe_interval = o.keyframe_interval;

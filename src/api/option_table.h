@@ -53,9 +53,14 @@ const OptionInfo& option_info(std::string_view name);
 // its range or not one of its choices.
 void check_options(const Options& options);
 
+// The KV window of memory_profile low where kv_window is not set (or the
+// config's, if smaller): 32 frames, half the official config's 64.
+inline constexpr int kLowMemoryWindow = 32;
+
 // The settings of a stream: the config's, with the options set in `options`
 // over them (num_scale_frames also sets the KV cache's scale frames, as
-// upstream demo.py's --num_scale_frames does).
+// upstream demo.py's --num_scale_frames does; memory_profile low lowers the
+// window to kLowMemoryWindow unless kv_window is set).
 StreamOptions stream_options(const Options& options, const ModelConfig& config);
 io::PreprocessOptions preprocess_options(const Options& options, const ModelConfig& config);
 // --threads as the CPU backend gets it: more than the process can run at

@@ -7,6 +7,7 @@
 #include "app/flag_checks.h"
 #include "app/engine_setup.h"
 #include "app/process_stats.h"
+#include "backend/cuda_module.h"
 #include "core/log.h"
 #include "core/profiler.h"
 #include "image/preprocess.h"
@@ -108,10 +109,12 @@ int run_bench(const BenchArgs& a) {
     std::string cache;
   };
   std::vector<Snapshot> snapshots;
+  size_t scale_workspace_bytes = 0;
   for (int i = 0; i < a.frames; ++i) {
     const Tensor& f = frames[static_cast<size_t>(i) % frames.size()];
     if (i + 1 == scale && scale == options.num_scale_frames) phase1_start = Clock::now();
     note(model.push(f));
+    if (i + 1 == scale) scale_workspace_bytes = model.workspace_bytes();  // the scale step's buffers
     if (a.intervals > 0 && i >= scale && (i - scale + 1) % a.intervals == 0)
       snapshots.push_back({i, backend->device_memory_in_use() / 1e9, current_rss_bytes() / 1e6,
                            kv::format_stats(model.cache_stats())});
@@ -187,6 +190,16 @@ int run_bench(const BenchArgs& a) {
   std::printf("peak RSS %.0f MB, weights %.0f MB, workspace %.0f MB, device memory in use %.2f GB | %s\n",
               peak_rss_bytes() / 1e6, model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6,
               backend->device_memory_in_use() / 1e9, kv::format_stats(model.cache_stats()).c_str());
+  // The CUDA backend's own account: what it allocated, by purpose, and the
+  // rest of what the driver reports in use (backend/device_memory_account.h).
+  std::optional<DeviceMemoryAccount> account;
+  if (backend->device() == Device::CUDA) {
+    account = cuda_module::memory_account();
+    std::printf("%s", format_memory_account(*account).c_str());
+    std::printf("  (of the tensors: weights %.0f MB, workspace %.0f MB; %.0f MB of workspace after the scale "
+                "phase)\n",
+                model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6, scale_workspace_bytes / 1e6);
+  }
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (!a.json.empty()) {
     // Figures that were not measured are null.
@@ -204,6 +217,18 @@ int run_bench(const BenchArgs& a) {
     j["steady_median_ms"] = or_null(median);
     j["fps"] = median ? nlohmann::json(1000.0 / *median) : nlohmann::json();
     j["peak_rss_mb"] = peak_rss_bytes() / 1e6;
+    if (account) {
+      j["device_in_use_mb"] = account->device_in_use / 1e6;
+      j["allocated_mb"] = account->live_bytes / 1e6;
+      j["allocated_peak_mb"] = account->peak_bytes / 1e6;
+      nlohmann::json uses = nlohmann::json::object();
+      for (const MemoryUse& u : account->uses)
+        uses[u.what] = {{"mb", u.live_bytes / 1e6}, {"peak_mb", u.peak_bytes / 1e6}};
+      j["allocated_by_use"] = uses;
+      j["weights_mb"] = model.weight_bytes() / 1e6;
+      j["workspace_mb"] = model.workspace_bytes() / 1e6;
+      j["scale_workspace_mb"] = scale_workspace_bytes / 1e6;
+    }
     std::ofstream(a.json) << j.dump() << "\n";
   }
   return 0;

@@ -92,4 +92,9 @@ std::unique_ptr<Backend> make_backend(const cuda::CudaBackendOptions& options) {
   return backend;
 }
 
+DeviceMemoryAccount memory_account() {
+  const Loaded& m = module();
+  return m.table != nullptr ? m.table->memory_account() : DeviceMemoryAccount{};
+}
+
 }  // namespace lingbot::cuda_module

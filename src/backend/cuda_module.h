@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend_options.h"
+#include "backend/device_memory_account.h"
 
 #include <memory>
 #include <string>
@@ -22,7 +23,7 @@ namespace lingbot::cuda_module {
 
 // Made from the same build as the program that loads it; the version and
 // the sizes below refuse a stale module found beside a newer program.
-inline constexpr int kAbiVersion = 1;
+inline constexpr int kAbiVersion = 2;
 inline constexpr char kEntryPoint[] = "lingbot_cuda_module_table";
 inline constexpr char kFileName[] = "liblingbot_cuda.so";
 
@@ -33,6 +34,7 @@ struct Table {
   std::string (*device_unavailable_reason)() = nullptr;  // "" when a device can be used
   std::unique_ptr<Backend> (*make_backend)(const cuda::CudaBackendOptions& options) = nullptr;
   DeviceAllocator (*tensor_allocator)(int device) = nullptr;
+  DeviceMemoryAccount (*memory_account)() = nullptr;  // the module's allocations (backend/cuda/device_memory.h)
 };
 
 // Why the CUDA backend cannot be used here ("" when it can): the module
@@ -44,5 +46,9 @@ std::string unavailable_reason();
 // The CUDA backend, from the module; throws Error "device cuda: CUDA is
 // unavailable: <why>" when the module cannot be loaded.
 std::unique_ptr<Backend> make_backend(const cuda::CudaBackendOptions& options);
+
+// The CUDA backend's account of device memory (what it allocated, by
+// purpose, and the driver's figures); empty when the module is not loaded.
+DeviceMemoryAccount memory_account();
 
 }  // namespace lingbot::cuda_module

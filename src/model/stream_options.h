@@ -40,6 +40,11 @@ struct StreamOptions {
   // Run on a checkpoint that also holds tensors the model does not use
   // (model/checkpoint_check.h: require_loadable); refused by default.
   bool allow_extra_tensors = option_defaults::allow_extra_tensors;
+  // The low-memory profile (option memory_profile low): the scale phase's
+  // multi-frame buffers are freed before the first streamed frame allocates
+  // its own (waiting for the scale results to land), instead of one frame
+  // later, so the two never coexist. The results do not change.
+  bool low_memory = false;
 
   // Windowed mode (upstream inference_windowed): windows of the video, each
   // a fresh stream with its own scale phase, aligned into the first one's

@@ -203,7 +203,17 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     release_pending_ = false;
   }
   if (S > 1) scale_buffers_held_ = true;
-  if (S == 1 && scale_buffers_held_) {
+  if (S == 1 && scale_buffers_held_ && options_.low_memory) {
+    // The low-memory profile frees them all before this step allocates its
+    // own, so the two phases' buffers never coexist: it waits for the scale
+    // step's results to land. Nothing a streaming step reads survives from
+    // the scale step in the workspace (each step writes its inputs in
+    // prepare(), and the kept layers of pipelined heads start with this
+    // step), and no graph has been recorded yet.
+    readback_.wait_all();
+    ws_->clear();
+    scale_buffers_held_ = false;
+  } else if (S == 1 && scale_buffers_held_) {
     ws_->track_use();
     scale_buffers_held_ = false;
     release_pending_ = true;

@@ -124,3 +124,29 @@ TEST(OptionTable, KvDtypeReachesTheCacheConfig) {
   bad.kv_dtype = "fp16";
   EXPECT_THROW(stream_options(bad, config), Error);
 }
+
+TEST(OptionTable, LowMemoryProfileHalvesTheWindowUnlessItIsSet) {
+  const ModelConfig official = ModelConfig::official();
+  ASSERT_EQ(config_int(official, "kv_cache_sliding_window"), 64);
+  Options low;
+  set_option(low, "memory_profile", "low");
+  const StreamOptions s = stream_options(low, official);
+  EXPECT_TRUE(s.low_memory);
+  EXPECT_EQ(s.cache.sliding_window, 32);
+  EXPECT_EQ(s.cache.dtype, kv::KvDtype::Fp8);  // unless kv_dtype is set
+  EXPECT_FALSE(stream_options(Options{}, official).low_memory);
+  Options low_bf16 = low;
+  set_option(low_bf16, "kv_dtype", "bf16");
+  EXPECT_EQ(stream_options(low_bf16, official).cache.dtype, kv::KvDtype::Bf16);
+  // An explicit window wins, in either direction.
+  set_option(low, "kv_window", "48");
+  EXPECT_EQ(stream_options(low, official).cache.sliding_window, 48);
+  set_option(low, "kv_window", "16");
+  EXPECT_EQ(stream_options(low, official).cache.sliding_window, 16);
+  // A config whose window is already shorter keeps it.
+  ModelConfig narrow = official;
+  narrow.kv_cache_sliding_window = 8;
+  Options low_narrow;
+  set_option(low_narrow, "memory_profile", "low");
+  EXPECT_EQ(stream_options(low_narrow, narrow).cache.sliding_window, 8);
+}

@@ -10,6 +10,7 @@
 #include "backend/cuda/attention/attention.h"
 #include "backend/cuda/conv.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_capability.h"
 #include "backend/cuda/kv/cuda_kv_cache.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
@@ -68,7 +69,14 @@ std::string device_unavailable_reason() {
     (void)cudaGetLastError();  // no driver / no device: not an error for the caller
     return fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
   }
-  return count > 0 ? "" : "no CUDA device";
+  if (count == 0) return "no CUDA device";
+  // Device 0 is the one `device auto` and `device cuda` use.
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return "the properties of CUDA device 0 cannot be read";
+  }
+  return unsupported_device_reason(prop.name, prop.major, prop.minor);
 }
 
 DeviceAllocator tensor_allocator(int device) {
@@ -120,8 +128,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
   LB_CUDA_CHECK(cudaSetDevice(options_.device));
   cudaDeviceProp prop{};
   LB_CUDA_CHECK(cudaGetDeviceProperties(&prop, options_.device));
-  LB_CHECK(prop.major >= 8, "cuda backend: {} is sm_{}{}; bfloat16 tensor cores need sm_80 or newer", prop.name,
-           prop.major, prop.minor);
+  if (const std::string why_not = unsupported_device_reason(prop.name, prop.major, prop.minor); !why_not.empty())
+    fail("cuda backend: {}", why_not);
   device_name_ = fmt::format("{}, sm_{}{}, {} SMs, {:.0f} GiB", prop.name, prop.major, prop.minor,
                              prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 

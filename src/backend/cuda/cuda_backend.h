@@ -46,8 +46,8 @@ class DeviceScratch;
 // True when a CUDA device can be used (driver present, at least one GPU).
 // Never throws.
 bool device_available();
-// Why no CUDA device can be used ("" when one can), in the runtime's words.
-// Never throws.
+// Why no CUDA device can be used ("" when one can): the runtime's words, or
+// device 0 older than sm_80 (device_capability.h). Never throws.
 std::string device_unavailable_reason();
 
 // Device memory for lingbot::Tensor on Device::CUDA, on `device` (what the

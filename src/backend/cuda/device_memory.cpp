@@ -12,6 +12,13 @@ namespace {
 
 std::atomic<int64_t> g_allocations{0};
 
+// Never destroyed: tensors and scratch buffers of objects with static
+// storage may be freed during exit, after a ledger would have been.
+MemoryLedger& ledger() {
+  static MemoryLedger* const instance = new MemoryLedger;
+  return *instance;
+}
+
 constexpr double kMiB = 1024.0 * 1024.0;
 
 }  // namespace
@@ -28,14 +35,46 @@ void* device_malloc(size_t bytes, const char* what) {
   }
   LB_CUDA_CHECK(status);
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  ledger().add(p, bytes, what);
   return p;
 }
 
 void device_free(void* p) noexcept {
-  if (p != nullptr) (void)cudaFree(p);  // a destructor's path: nothing sensible to do on failure
+  if (p == nullptr) return;
+  ledger().remove(p);
+  (void)cudaFree(p);  // a destructor's path: nothing sensible to do on failure
 }
 
 int64_t device_allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+
+DeviceMemoryAccount device_memory_account() {
+  DeviceMemoryAccount account = ledger().account();
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+    account.device_in_use = static_cast<int64_t>(total_bytes - free_bytes);
+    account.device_total = static_cast<int64_t>(total_bytes);
+  } else {
+    (void)cudaGetLastError();
+  }
+  return account;
+}
+
+void reset_device_memory_peaks() { ledger().reset_peaks(); }
+
+void record_driver_memory(const void* key, int64_t bytes, const char* what) {
+  ledger().add(key, static_cast<size_t>(std::max<int64_t>(bytes, 0)), what);
+}
+
+void forget_driver_memory(const void* key) noexcept { ledger().remove(key); }
+
+int64_t device_free_bytes() noexcept {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return static_cast<int64_t>(free_bytes);
+}
 
 void check_not_capturing(cudaStream_t stream, const char* what) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -16,9 +16,10 @@ namespace lingbot::cuda {
 // Starts recording the work enqueued on `stream` (after waiting for what is
 // already queued there).
 void begin_graph_capture(cudaStream_t stream);
-// Ends the recording and instantiates it. `node_priorities`: launches keep
-// the priority of the stream they were captured on (a graph ignores it
-// unless asked).
+// Ends the recording, instantiates it and uploads it to the device (waiting
+// for that, so that the memory it takes is known: the ledger records it,
+// device_memory.h). `node_priorities`: launches keep the priority of the
+// stream they were captured on (a graph ignores it unless asked).
 std::shared_ptr<void> end_graph_capture(cudaStream_t stream, bool node_priorities);
 // Launches a graph from end_graph_capture on `stream`.
 void launch_graph(const std::shared_ptr<void>& graph, cudaStream_t stream);

@@ -1,6 +1,7 @@
 // The one symbol liblingbot_cuda.so exports (backend/cuda_module.h): its
 // table of entry points into the CUDA backend.
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_memory.h"
 #include "backend/cuda_module.h"
 
 namespace {
@@ -16,6 +17,7 @@ cuda_module::Table make_table() {
   table.device_unavailable_reason = &cuda::device_unavailable_reason;
   table.make_backend = &make_backend;
   table.tensor_allocator = &cuda::tensor_allocator;
+  table.memory_account = &cuda::device_memory_account;
   return table;
 }
 
