@@ -322,9 +322,8 @@ int run_run(const RunArgs& a) {
            stopped_by ? signal_name(stopped_by) + ": stopped after " : std::string(), outputs.frames(), seconds,
            outputs.frames() / seconds, peak_rss_bytes() / 1e6, kv::format_stats(model->cache_stats()), a.out, files,
            options.keep_dense_outputs ? fmt::format(" ({} points)", outputs.points()) : std::string());
-  if (!a.video.empty())
-    log_info("the model waited {:.2f} s for the decoder ({:.1f}% of the run)", decoder_wait,
-             100 * decoder_wait / seconds);
+  log_info("the model waited {:.2f} s for the {} ({:.1f}% of the run)", decoder_wait,
+           a.video.empty() ? "image reader" : "decoder", 100 * decoder_wait / seconds);
   if (a.profile) std::printf("%s", Profiler::report().c_str());
   if (stopped_by) return 128 + stopped_by;  // no --export of a run cut short
   int status = 0;

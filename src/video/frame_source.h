@@ -4,9 +4,10 @@
 // already picked: a video's frames are sampled as upstream demo.py does,
 // then --stride and --first-k apply (see docs/video.md).
 //
-// A video or a pipe is decoded on a thread of its own, a few frames ahead
-// of the model (a bounded queue), so decoding overlaps the model's work
-// while memory stays flat however long the video is.
+// Every source is read on a thread of its own, a few frames ahead of the
+// model (a bounded queue): a video or a pipe is decoded there, a folder's
+// files are read and decoded there, so this work overlaps the model's while
+// memory stays flat however long the video is.
 #pragma once
 
 #include "core/tensor.h"
@@ -60,7 +61,7 @@ struct SourceOptions {
   int first_k = 0;
   int stride = 1;
   bool rotate_cw90 = false;  // turn frames a quarter clockwise (after the stream's own rotation)
-  int queue_frames = 4;      // frames decoded ahead of the model
+  int queue_frames = 4;      // frames read and decoded ahead of the model
   int stdin_fd = 0;          // where "-" reads from (tests pass a pipe)
 };
 
@@ -79,7 +80,7 @@ class FrameSource {
   virtual std::string description() const = 0;
   // Seconds next() has spent waiting for a frame the decoding thread had
   // not finished yet, the first frame excepted: 0 when decoding keeps ahead
-  // of the model (sources that read in next() itself report 0).
+  // of the model.
   virtual double seconds_waited() const { return 0; }
 };
 

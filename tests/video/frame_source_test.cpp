@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fmt/format.h>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -238,6 +240,54 @@ TEST(FrameSource, CountsTheTimeNextWaitedForTheDecoder) {
   EXPECT_LE(source->seconds_waited(), waited);
   EXPECT_FALSE(source->next(f));
   close(fds[0]);
+}
+
+// A folder is read on a thread ahead of the model: files the queue holds
+// are already decoded (here deleted once read, and still given), and a
+// damaged file fails in its turn, after the frames before it.
+TEST(FrameSource, AFolderIsReadAheadAndItsErrorsComeInOrder) {
+  const std::string dir = temp_path("read_ahead");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < 4; ++i)
+    std::filesystem::copy_file(fixture_path(fmt::format("courthouse/{:06d}.png", i)),
+                               fmt::format("{}/{:06d}.png", dir, i));
+  video::SourceOptions o;
+  o.images = dir;
+  o.preprocess.image_size = 56;
+  o.queue_frames = 4;
+  {
+    auto source = video::open_frame_source(o);
+    EXPECT_EQ(source->expected_frames(), 4);
+    video::Frame f;
+    ASSERT_TRUE(source->next(f));
+    EXPECT_EQ(f.index, 0);
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // time to read the other three
+    for (int i = 1; i < 4; ++i) std::filesystem::remove(fmt::format("{}/{:06d}.png", dir, i));
+    for (int i = 1; i < 4; ++i) {
+      ASSERT_TRUE(source->next(f)) << i;
+      EXPECT_EQ(f.index, i);
+      EXPECT_NE(f.name.find(fmt::format("{:06d}.png", i)), std::string::npos) << f.name;
+      EXPECT_EQ(f.image.shape()[2], 56);
+    }
+    EXPECT_FALSE(source->next(f));
+  }
+  // Frames 0 and 1 whole, frame 2 damaged, frame 3 whole.
+  for (int i = 1; i < 4; ++i)
+    std::filesystem::copy_file(fixture_path(fmt::format("courthouse/{:06d}.png", i)),
+                               fmt::format("{}/{:06d}.png", dir, i));
+  std::filesystem::resize_file(fmt::format("{}/000002.png", dir), 100);
+  auto source = video::open_frame_source(o);
+  video::Frame f;
+  ASSERT_TRUE(source->next(f));
+  ASSERT_TRUE(source->next(f));
+  EXPECT_EQ(f.index, 1);
+  try {
+    source->next(f);
+    ADD_FAILURE() << "a damaged file gave no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("000002.png"), std::string::npos) << e.what();
+  }
 }
 
 TEST(FrameSource, DroppingAVideoSourceMidwayStopsItsThread) {
