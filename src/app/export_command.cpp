@@ -5,6 +5,7 @@
 #include "app/flag_checks.h"
 #include "core/log.h"
 #include "output/exporters.h"
+#include "output/exr_writer.h"
 #include "output/sky_masks.h"
 
 #include <filesystem>
@@ -36,6 +37,8 @@ void add_export_command(CLI::App& app, ExportArgs& a) {
   cmd->add_option("--format", a.formats, "colmap, nerfstudio, glb, depth, ply (comma-separated)")->required();
   cmd->add_option("--out", a.out, "Output folder (default: RESULT_DIR)");
   cmd->add_flag("--text", a.text, "colmap: write the .txt model instead of .bin");
+  cmd->add_flag("--depth-exr", a.depth_exr,
+                "depth: also depth_exr/NAME.exr, the depth as 32-bit floats (builds with OpenEXR)");
   cmd->add_option("--sky-masks", a.sky_masks,
                   "Precomputed sky masks, one per frame named as its input (upstream's --sky_mask_dir): "
                   "sky gets confidence 0 in every format");
@@ -54,6 +57,7 @@ io::ExportOptions export_options(const ExportArgs& a, const io::Predictions& p) 
                                                                           : std::string(".");
   o.out_dir = a.out.empty() ? result_folder : a.out;
   o.colmap_text = a.text;
+  o.depth_exr = a.depth_exr;
   o.points.conf_threshold = a.conf_threshold;
   o.points.conf_percentile = a.conf_percentile;
   o.points.voxel_size = a.voxel_size;
@@ -65,12 +69,13 @@ io::ExportOptions export_options(const ExportArgs& a, const io::Predictions& p) 
 
 }  // namespace
 
-ExportArgs export_after_run(const RunArgs& run) {
-  ExportArgs a;
-  a.result_dir = run.out;
-  a.formats = run.export_formats;
-  a.conf_threshold = run.conf_threshold;
-  return a;
+io::ExportOptions run_export_options(const RunArgs& run) {
+  io::ExportOptions o;
+  o.formats = io::parse_export_formats(run.export_formats, "--export");
+  o.out_dir = run.out;
+  o.depth_exr = run.depth_exr;
+  o.points.conf_threshold = run.conf_threshold;
+  return o;
 }
 
 io::Predictions load_predictions_masked(const std::string& result_dir, const std::string& sky_masks) {
@@ -87,6 +92,7 @@ io::Predictions load_predictions_masked(const std::string& result_dir, const std
 
 int run_export(const ExportArgs& a) {
   io::parse_export_formats(a.formats);  // a typo fails before the (large) npz is read
+  if (a.depth_exr) io::require_exr("--depth-exr");
   io::Predictions p = load_predictions_masked(a.result_dir, a.sky_masks);
   const io::ExportOptions o = export_options(a, p);
   const io::ExportSummary s = io::export_predictions(p, o);
