@@ -7,10 +7,16 @@
 #      FRAMES of them, default 40; random depth / points / colours, confidence
 #      such that about half the points pass the default threshold).
 # Prints a Markdown table: format, ms per frame for each input.
-#   bench/export_cost.sh BUILD_DIR [FRAMES]
+# Then the cost of streaming export (`run --export F`, written as frames
+# stream): the courthouse run timed with and without --export F (wall clock,
+# best of RUNS, default 2), the difference per frame, and the time the
+# streaming exporter itself reports per frame (its own work, which the load
+# of a shared machine disturbs less than a difference of two wall times).
+#   bench/export_cost.sh BUILD_DIR [FRAMES [RUNS]]
 set -euo pipefail
 build=${1:?usage: export_cost.sh BUILD_DIR [FRAMES]}
 frames=${2:-40}
+runs=${3:-2}
 cli="$build/bin/lingbot-map"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -52,4 +58,33 @@ echo "| format | courthouse, small model (518 x 294, 14 frames) | official size 
 echo "| --- | --- | --- |"
 for f in colmap nerfstudio glb depth ply; do
   echo "| $f | $(ms_per_frame "$work/courthouse" $f) ms | $(ms_per_frame "$work/official" $f) ms |"
+done
+
+# Streaming: run with and without --export.
+run_courthouse() {  # EXTRA_ARGS... -> "WALL_SECONDS EXPORT_MS_PER_FRAME" of the best run
+  local best="" best_export=""
+  for _ in $(seq "$runs"); do
+    rm -rf "$work/stream"
+    local t0 t1 log
+    t0=$(date +%s.%N)
+    log=$("$cli" run --model "$m/weights.pt" --config "$m/config.json" --images "$root/tests/fixtures/courthouse" \
+      --threads 2 --out "$work/stream" "$@" 2>&1)
+    t1=$(date +%s.%N)
+    local wall export_ms
+    wall=$(awk "BEGIN{print $t1 - $t0}")
+    export_ms=$(grep -o '[0-9.]* ms per frame spent exporting' <<<"$log" | cut -d' ' -f1 || true)
+    if [[ -z "$best" ]] || awk "BEGIN{exit !($wall < $best)}"; then best=$wall; best_export=${export_ms:--}; fi
+  done
+  echo "$best $best_export"
+}
+n_frames=$(ls "$root/tests/fixtures/courthouse" | wc -l)
+read -r base _ < <(run_courthouse)
+echo
+echo "Streaming export, courthouse, small model (518 x 294, $n_frames frames): run alone $(awk "BEGIN{printf \"%.0f\", 1000 * $base / $n_frames}") ms per frame (best of $runs)"
+echo
+echo "| run --export | wall time added per frame | exporter's own time per frame |"
+echo "| --- | --- | --- |"
+for f in colmap nerfstudio glb depth ply colmap,nerfstudio,glb,depth; do
+  read -r wall own < <(run_courthouse --export "$f")
+  echo "| $f | $(awk "BEGIN{printf \"%.1f\", 1000 * ($wall - $base) / $n_frames}") ms | $own ms |"
 done

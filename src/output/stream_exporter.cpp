@@ -11,6 +11,7 @@
 #include "output/point_cloud_writer.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace lingbot::io {
@@ -24,6 +25,20 @@ struct Stopwatch {
   ~Stopwatch() { total += std::chrono::steady_clock::now() - t0; }
 };
 
+std::array<std::array<double, 4>, 3> matrix3x4(const float* m) {
+  std::array<std::array<double, 4>, 3> out{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) out[i][j] = m[i * 4 + j];
+  return out;
+}
+
+std::array<std::array<double, 3>, 3> matrix3x3(const float* m) {
+  std::array<std::array<double, 3>, 3> out{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) out[i][j] = m[i * 3 + j];
+  return out;
+}
+
 }  // namespace
 
 StreamingExporter::StreamingExporter(ExportOptions options, int height, int width)
@@ -33,7 +48,16 @@ StreamingExporter::StreamingExporter(ExportOptions options, int height, int widt
   make_dirs(o_.out_dir);
   if (wants("colmap") || wants("nerfstudio")) make_dirs(o_.out_dir + "/images");
   if (wants("depth")) make_depth_dirs(o_.out_dir, o_.depth_exr);
+  if (wants("colmap")) {
+    make_dirs(colmap_dir());
+    colmap_cameras_ = std::make_unique<TextSpool>(colmap_dir() + (o_.colmap_text ? "/cameras.txt" : "/cameras.bin"));
+  }
+  if (wants("nerfstudio")) nerfstudio_frames_ = std::make_unique<TextSpool>(o_.out_dir + "/transforms.json");
 }
+
+StreamingExporter::~StreamingExporter() = default;
+
+std::string StreamingExporter::colmap_dir() const { return o_.out_dir + "/sparse/0"; }
 
 bool StreamingExporter::wants(const char* format) const {
   return std::find(o_.formats.begin(), o_.formats.end(), format) != o_.formats.end();
@@ -56,6 +80,11 @@ void StreamingExporter::add(const ExportFrame& f) {
   }
   if (wants("depth"))
     write_depth_frame(o_.out_dir, f.name, f.depth, f.confidence, width_, height_, o_.depth_exr);
+  if (colmap_cameras_)
+    colmap_cameras_->append(colmap_camera_entry(index, matrix3x3(f.intrinsic), width_, height_, o_.colmap_text));
+  if (nerfstudio_frames_)
+    nerfstudio_frames_->append(nerfstudio_frame_entry(index, matrix3x4(f.extrinsic), matrix3x3(f.intrinsic), width_,
+                                                      height_, "images/" + f.name + ".png"));
   if (wants("colmap") || wants("nerfstudio") || wants("glb") || wants("ply"))
     points_.add_frame(index, height_, width_, f.world_points, f.confidence, f.images);
 }
@@ -82,16 +111,17 @@ ExportSummary StreamingExporter::finish() {
 
   std::vector<std::string> image_files;
   for (const std::string& name : names_) image_files.push_back(name + ".png");
-  if (wants("colmap")) {
+  if (colmap_cameras_) {
+    write_colmap_cameras(*colmap_cameras_, colmap_dir(), o_.colmap_text);
+    colmap_cameras_.reset();
     const ColmapModelStats stats =
-        write_colmap_model(cameras, points, image_files, o_.out_dir + "/sparse/0", o_.colmap_text);
+        write_colmap_images_and_points(cameras, points, image_files, colmap_dir(), o_.colmap_text);
     summary.colmap_mean_reprojection_error = stats.mean_reprojection_error;
   }
-  if (wants("nerfstudio")) {
-    std::vector<std::string> paths;
-    for (const std::string& f : image_files) paths.push_back("images/" + f);
+  if (nerfstudio_frames_) {
     write_points_ply(o_.out_dir + "/sparse_pc.ply", points);
-    write_nerfstudio_transforms(cameras, paths, "sparse_pc.ply", o_.out_dir + "/transforms.json");
+    write_nerfstudio_transforms(*nerfstudio_frames_, "sparse_pc.ply", o_.out_dir + "/transforms.json");
+    nerfstudio_frames_.reset();
   }
   if (wants("glb")) write_glb(cameras, points, o_.out_dir + "/scene.glb");
   if (wants("depth")) write_depth_scale(o_.out_dir, width_, height_, o_.depth_exr);

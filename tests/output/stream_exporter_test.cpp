@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <tuple>
 
 using namespace lingbot;
@@ -165,13 +166,40 @@ TEST(StreamingExporter, EachFramesFilesExistBeforeTheStreamEnds) {
     for (const std::string file : {"depth/" + name + ".png", "depth_conf/" + name + ".png", "images/" + name + ".png"})
       EXPECT_TRUE(fs::exists(o.out_dir + "/" + file)) << file << " after frame " << fr;
     EXPECT_FALSE(fs::exists(o.out_dir + "/depth/frame" + std::to_string(fr + 1) + ".png"));
-    for (const char* file : {"scene.glb", "transforms.json", "sparse/0/images.bin", "depth_scale.json", "points.ply"})
+    for (const char* file : {"scene.glb", "transforms.json", "sparse/0/cameras.bin", "sparse/0/images.bin",
+                             "depth_scale.json", "points.ply"})
       EXPECT_FALSE(fs::exists(o.out_dir + "/" + file)) << file << " before finish()";
   }
+  int spools = 0;  // the per-frame entries of cameras.bin and transforms.json, waiting for their headers
+  for (const auto& e : fs::recursive_directory_iterator(o.out_dir))
+    spools += e.path().filename().string().find(".part") != std::string::npos;
+  EXPECT_EQ(spools, 2);
   const io::ExportSummary s = exporter.finish();
   EXPECT_GT(s.points, 0);
-  for (const char* file : {"scene.glb", "transforms.json", "sparse/0/images.bin", "depth_scale.json", "points.ply"})
+  for (const char* file : {"scene.glb", "transforms.json", "sparse/0/cameras.bin", "sparse/0/images.bin",
+                           "depth_scale.json", "points.ply"})
     EXPECT_TRUE(fs::exists(o.out_dir + "/" + file)) << file;
-  for (const auto& e : fs::recursive_directory_iterator(o.out_dir))
+  for (const auto& e : fs::recursive_directory_iterator(o.out_dir)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    EXPECT_EQ(e.path().filename().string().find(".part"), std::string::npos) << e.path();
+  }
+}
+
+TEST(StreamingExporter, AnUnfinishedExportLeavesOnlyWholePerFrameFiles) {
+  const Frames f = random_frames(6);
+  io::ExportOptions o;
+  o.formats = io::parse_export_formats("colmap,nerfstudio,depth");
+  o.out_dir = temp_dir("unfinished");
+  {
+    io::StreamingExporter exporter(o, kH, kW);
+    const float K[9] = {5, 0, 3, 0, 5, 2, 0, 0, 1};
+    const float c2w[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+    std::vector<float> depth(kH * kW, 1.5f);
+    exporter.add({"a", c2w, K, depth.data(), f.conf.data(), f.xyz.data(), f.rgb.data()});
+  }  // an error or a signal: no finish()
+  namespace fs = std::filesystem;
+  std::set<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(o.out_dir))
+    if (e.is_regular_file()) left.insert(fs::relative(e.path(), o.out_dir).string());
+  EXPECT_EQ(left, (std::set<std::string>{"depth/a.png", "depth_conf/a.png", "images/a.png"}));
 }
