@@ -203,3 +203,54 @@ TEST(StreamExport, DepthExrNeedsExportDepthAndABuildWithOpenExr) {
     EXPECT_EQ(std::count(e.output.begin(), e.output.end(), '\n'), 1) << e.output;
   }
 }
+
+TEST(StreamExport, ASignalFinishesTheExportForTheFramesDone) {
+  // As predictions.npz is written for the frames done, so are the exports,
+  // and they are again what `export` makes of that npz.
+  const std::string run = temp("signal"), exported = temp("signal_exported");
+  std::string flags = model_args();  // 252-pixel frames: the run is still going when the signal lands
+  flags.replace(flags.find("--image-size 126"), 16, "--image-size 252");
+  const Result r = shell(kPython + " " + kTools + "/interrupt_run.py SIGINT 2 " + LINGBOT_CLI_PATH + " -q run " +
+                         flags + " --images " + lingbot::test::fixture_path("courthouse") + " --emit jsonl --out " +
+                         run + " --export depth,nerfstudio,colmap");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json report = json_line(r);
+  ASSERT_FALSE(report["ended_before_signal"].get<bool>()) << report;
+  EXPECT_EQ(report["status"], 130) << report;
+  const nlohmann::json manifest = nlohmann::json::parse(read_file(run + "/manifest.json"));
+  EXPECT_EQ(manifest["interrupted_by"], "SIGINT");
+  const nlohmann::json transforms = nlohmann::json::parse(read_file(run + "/transforms.json"));
+  EXPECT_EQ(transforms["frames"].size(), manifest["frames"].get<size_t>());
+  EXPECT_LT(manifest["frames"].get<int>(), 14);
+  const Result e = cli("export " + run + " --format depth,nerfstudio,colmap --out " + exported);
+  ASSERT_EQ(e.status, 0) << e.output;
+  expect_same_files(run, exported);
+}
+
+TEST(StreamExport, ASecondSignalLeavesNoHalfWrittenFile) {
+  // A second Ctrl-C exits at once: the frames' files already written stay,
+  // each whole; the end's files never appear, and no temporary is left.
+  const std::string run = temp("second_signal");
+  std::string flags = model_args();  // 518-pixel frames: the frame in flight outlasts the 10 ms between the signals
+  flags.replace(flags.find("--image-size 126"), 16, "--image-size 518");
+  const Result r = shell(kPython + " " + kTools + "/interrupt_run.py SIGINT 1 --twice " + LINGBOT_CLI_PATH +
+                         " -q run " + flags + " --images " + lingbot::test::fixture_path("courthouse") +
+                         " --emit jsonl --out " + run + " --export depth,nerfstudio,colmap");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json report = json_line(r);
+  ASSERT_FALSE(report["ended_before_signal"].get<bool>()) << report;
+  EXPECT_EQ(report["status"], 130) << report;
+  for (const auto& e : fs::recursive_directory_iterator(run)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+    EXPECT_EQ(name.find(".part"), std::string::npos) << name;
+    EXPECT_NE(name.rfind(".lingbot", 0), 0u) << name;
+  }
+  for (const char* end_file : {"transforms.json", "sparse/0/cameras.bin", "depth_scale.json", "predictions.npz"})
+    EXPECT_FALSE(fs::exists(run + "/" + end_file)) << end_file;
+  // Every depth PNG there decodes whole (the numpy reader asserts on a short file).
+  const Result whole = shell(kPython + " -c \"import glob, sys; sys.path.insert(0, '" + kTools +
+                             "'); import check_depth_png as c; "
+                             "print(len([c.read_png(p) for p in glob.glob('" + run + "/depth*/*.png')]))\"");
+  ASSERT_EQ(whole.status, 0) << whole.output;
+}
