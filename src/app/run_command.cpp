@@ -10,6 +10,8 @@
 //   trajectory.txt   camera-to-world poses, TUM format
 //   points.ply       coloured points whose confidence exceeds --conf-threshold
 //   manifest.json    which run wrote which files
+// and, with --export F[,F...], what `export --format F` would write from
+// that npz, written as the frames stream (run_outputs.h, stream_exporter.h)
 // written as a transaction (run_outputs.h); a signal stops the run after the
 // frame in flight with valid outputs for the frames done (interrupt.h).
 #include "app/commands.h"
@@ -69,7 +71,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                   "camera_to_world 3x4, intrinsic 3x3), as results arrive")
       ->check(CLI::IsMember({"jsonl"}));
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
-  cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
+  cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply (and --export's point clouds)");
   cmd->add_option("--first-k", a.first_k, "Use only the first K frames (of a video: after --fps sampling), before --stride, as demo.py");
   cmd->add_option("--stride", a.stride, "Use every N-th of the frames --first-k leaves")
       ->check(at_least(1));
