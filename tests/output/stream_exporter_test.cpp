@@ -1,10 +1,14 @@
 // The streaming side of the exporters: PointAccumulator fed frame by frame
 // against a brute-force selection written here, and StreamingExporter
 // writing each frame's files as the frame is added, before finish().
+#include "core/error.h"
+#include "output/exr_writer.h"
 #include "output/point_selection.h"
 #include "output/stream_exporter.h"
+#include "test_support.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cmath>
@@ -202,4 +206,42 @@ TEST(StreamingExporter, AnUnfinishedExportLeavesOnlyWholePerFrameFiles) {
   for (const auto& e : fs::recursive_directory_iterator(o.out_dir))
     if (e.is_regular_file()) left.insert(fs::relative(e.path(), o.out_dir).string());
   EXPECT_EQ(left, (std::set<std::string>{"depth/a.png", "depth_conf/a.png", "images/a.png"}));
+}
+
+TEST(StreamingExporter, DepthExrHoldsTheFloatsOrTheBuildSaysItCannot) {
+  io::ExportOptions o;
+  o.formats = {"depth"};
+  o.out_dir = temp_dir("exr");
+  o.depth_exr = true;
+  if (!io::exr_supported()) {
+    try {
+      io::StreamingExporter exporter(o, kH, kW);
+      ADD_FAILURE() << "--depth-exr accepted by a build without OpenEXR";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("built without OpenEXR"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  const int plane = kH * kW;
+  std::vector<float> depth(plane), conf(plane, 2.0f), xyz(3 * plane, 0.0f), rgb(3 * plane, 0.5f), want(plane);
+  for (int i = 0; i < plane; ++i) depth[i] = want[i] = 0.5f + 0.37f * static_cast<float>(i);
+  depth[3] = NAN, want[3] = 0;    // not finite: invalid
+  depth[4] = -1.0f, want[4] = 0;  // not positive: invalid
+  conf[5] = 0, want[5] = 0;       // sky
+  const float K[9] = {5, 0, 3, 0, 5, 2, 0, 0, 1};
+  const float c2w[12] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0};
+  io::StreamingExporter exporter(o, kH, kW);
+  exporter.add({"f", c2w, K, depth.data(), conf.data(), xyz.data(), rgb.data()});
+  exporter.finish();
+  // Decoded by the reader of the OpenEXR layout in tests/tools (zlib and numpy, not OpenEXR).
+  const test::CommandResult r = test::run_shell(
+      "/usr/bin/python3 -c \"import sys, json; sys.path.insert(0, '" + std::string(LINGBOT_TEST_TOOLS_DIR) +
+      "'); import check_depth_exr as c; names, img = c.read_exr('" + o.out_dir +
+      "/depth_exr/f.exr'); print(json.dumps([names, list(img.shape), [repr(float(v)) for v in img[0].ravel()]]))\"");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto got = nlohmann::json::parse(r.output);
+  EXPECT_EQ(got[0], nlohmann::json::array({"Z"}));
+  EXPECT_EQ(got[1], nlohmann::json::array({1, kH, kW}));
+  ASSERT_EQ(got[2].size(), size_t(plane));
+  for (int i = 0; i < plane; ++i) EXPECT_EQ(std::stof(got[2][i].get<std::string>()), want[i]) << "pixel " << i;
 }
