@@ -57,6 +57,12 @@ struct RunArgs {
   std::string sort = "natural";  // frame order in --images: natural, name or mtime
   std::string export_formats;  // --export: as `export --format`, written into --out as frames stream
   bool depth_exr = false;      // --depth-exr: --export depth also writes OpenEXR float depth
+  // --export's point selection past --conf-threshold: export's flags, same meaning.
+  double conf_percentile = -1;
+  double voxel_size = 0;
+  int downsample = 1;
+  int64_t max_points = 0;
+  std::string export_frames;  // --frames A:B, bounds from 0 (a stream's length is known only at its end)
   std::string sky_masks;       // --sky-masks DIR (empty with sky_masks_given: upstream's default folder)
   bool sky_masks_given = false;
   std::vector<std::string> command_line;  // argv, for manifest.json

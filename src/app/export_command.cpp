@@ -9,6 +9,7 @@
 #include "output/sky_masks.h"
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 namespace lingbot {
@@ -75,6 +76,19 @@ io::ExportOptions run_export_options(const RunArgs& run) {
   o.out_dir = run.out;
   o.depth_exr = run.depth_exr;
   o.points.conf_threshold = run.conf_threshold;
+  o.points.conf_percentile = run.conf_percentile;
+  o.points.voxel_size = run.voxel_size;
+  o.points.downsample = run.downsample;
+  o.points.max_points = run.max_points;
+  if (!run.export_frames.empty()) {
+    // Negative bounds count from the end, which a stream reaches only when it ends.
+    LB_CHECK(run.export_frames.find('-') == std::string::npos,
+             "--frames {}: run counts frames from 0 (the end of a stream is not known in advance); use "
+             "`export --frames` for bounds from the end", run.export_frames);
+    constexpr int kUnbounded = std::numeric_limits<int>::max();
+    io::parse_frame_range(run.export_frames, kUnbounded, o.points);
+    if (o.points.end_frame == kUnbounded) o.points.end_frame = -1;
+  }
   return o;
 }
 

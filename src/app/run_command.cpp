@@ -83,6 +83,17 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                   "Also write these formats into --out as frames stream, as `export` would: colmap, nerfstudio, "
                   "glb, depth, ply (comma-separated)");
   cmd->add_flag("--depth-exr", a.depth_exr, "With --export depth: also OpenEXR float depth (builds with OpenEXR)");
+  // --export's point selection, as export's flags (src/app/export_command.cpp).
+  cmd->add_option("--conf-percentile", a.conf_percentile,
+                  "--export: keep points at or above this percentile (0-100) of confidence instead (held to the end)")
+      ->check(between(0, 100));
+  cmd->add_option("--voxel-size", a.voxel_size, "--export: one point per voxel of this size, in world units (0: off)")
+      ->check(at_least(0));
+  cmd->add_option("--downsample", a.downsample, "--export: points from every N-th pixel in x and y")
+      ->check(at_least(1));
+  cmd->add_option("--max-points", a.max_points, "--export: at most this many points, taken evenly (0: no limit)")
+      ->check(at_least(0));
+  cmd->add_option("--frames", a.export_frames, "--export: points from frames A:B only (half-open, from 0)");
   CLI::Option* sky = cmd->add_option("--sky-masks", a.sky_masks,
                                      "Precomputed sky masks (upstream's --sky_mask_dir; without DIR: "
                                      "<images>_sky_masks): sky gets confidence 0 in points.ply and --export")
@@ -219,6 +230,10 @@ int run_run(const RunArgs& a) {
     if (exports->depth_exr) io::require_exr("--depth-exr");
   }
   LB_CHECK(!a.depth_exr || exports, "--depth-exr: only with --export depth");
+  LB_CHECK(exports || (a.conf_percentile < 0 && a.voxel_size == 0 && a.downsample == 1 && a.max_points == 0 &&
+                       a.export_frames.empty()),
+           "--conf-percentile, --voxel-size, --downsample, --max-points, --frames: only with --export (they pick "
+           "its points; points.ply keeps --conf-threshold alone)");
   const std::string sky_masks = !a.sky_masks_given ? std::string() : a.sky_masks.empty() ? default_sky_mask_dir(a) : a.sky_masks;
   if (!sky_masks.empty()) {
     LB_CHECK(a.engine.options.dense, "--sky-masks needs the depth confidence that --no-dense leaves out");

@@ -90,10 +90,11 @@ TEST(StreamExport, RunExportEqualsExportOfItsNpzAndThePeersReadIt) {
   const std::string exr_flag = exr ? " --depth-exr" : "";
   Result r = cli("-q run " + model_args() + " --images " + lingbot::test::fixture_path("courthouse") +
                  " --first-k " + std::to_string(frames) + " --out " + run +
-                 " --export colmap,nerfstudio,glb,depth,ply --conf-threshold 1.2" + exr_flag);
+                 " --export colmap,nerfstudio,glb,depth,ply --conf-threshold 1.2 --voxel-size 0.02 --downsample 2 "
+                 "--frames 1:5" + exr_flag);
   ASSERT_EQ(r.status, 0) << r.output;
-  r = cli("export " + run + " --format colmap,nerfstudio,glb,depth,ply --conf-threshold 1.2 --out " + exported +
-          exr_flag);
+  r = cli("export " + run + " --format colmap,nerfstudio,glb,depth,ply --conf-threshold 1.2 --voxel-size 0.02 "
+          "--downsample 2 --frames 1:5 --out " + exported + exr_flag);
   ASSERT_EQ(r.status, 0) << r.output;
   expect_same_files(run, exported);
 
@@ -143,10 +144,10 @@ TEST(StreamExport, WindowedModeWithSkyMasksExportsTheAlignedFrames) {
   ASSERT_EQ(shell(kPython + " " + kTools + "/make_sky_masks.py " + masks + " 126 70 20" + names).status, 0);
   Result r = cli("-q run " + model_args() + " --images " + lingbot::test::fixture_path("courthouse") +
                  " --first-k 8 --mode windowed --window-size 6 --overlap-size 4 --sky-masks " + masks + " --out " +
-                 run + " --export depth,colmap --conf-threshold 1.2");
+                 run + " --export depth,colmap,ply --conf-percentile 30 --max-points 500");
   ASSERT_EQ(r.status, 0) << r.output;
-  r = cli("export " + run + " --format depth,colmap --conf-threshold 1.2 --sky-masks " + masks + " --out " +
-          exported);
+  r = cli("export " + run + " --format depth,colmap,ply --conf-percentile 30 --max-points 500 --sky-masks " + masks +
+          " --out " + exported);
   ASSERT_EQ(r.status, 0) << r.output;
   expect_same_files(run, exported);
   // The masks took effect: the sky rows of a depth PNG are 0 (invalid) in the streamed file.
@@ -195,11 +196,19 @@ TEST(StreamExport, FrameZeroIsOnDiskWhileTheRunIsStillReadingFrames) {
   EXPECT_TRUE(fs::exists(out + "/predictions.npz"));
 }
 
-TEST(StreamExport, DepthExrNeedsExportDepthAndABuildWithOpenExr) {
+TEST(StreamExport, ExportOnlyFlagsNeedExportAndDepthExrABuildWithOpenExr) {
   const Result r = cli("run " + model_args() + " --images " + lingbot::test::fixture_path("courthouse") +
                        " --out " + temp("exr_alone") + " --depth-exr");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_EQ(r.output, "error: --depth-exr: only with --export depth\n");
+  const Result v = cli("run " + model_args() + " --images " + lingbot::test::fixture_path("courthouse") +
+                       " --out " + temp("voxel_alone") + " --voxel-size 0.1");
+  EXPECT_EQ(v.status, 1) << v.output;
+  EXPECT_EQ(v.output.rfind("error: --conf-percentile, --voxel-size", 0), 0u) << v.output;
+  const Result f = cli("run " + model_args() + " --images " + lingbot::test::fixture_path("courthouse") +
+                       " --out " + temp("frames_negative") + " --export ply --frames -3:");
+  EXPECT_EQ(f.status, 1) << f.output;
+  EXPECT_EQ(f.output.rfind("error: --frames -3:", 0), 0u) << f.output;
   if (!built_with_openexr()) {
     const Result e = cli("export /nonexistent --format depth --depth-exr");
     EXPECT_EQ(e.status, 1) << e.output;
