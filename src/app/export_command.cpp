@@ -3,6 +3,7 @@
 // writers live in src/output (exporters.h); this file is only the options.
 #include "app/commands.h"
 #include "app/flag_checks.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "output/exporters.h"
 #include "output/exr_writer.h"
@@ -86,7 +87,11 @@ io::ExportOptions run_export_options(const RunArgs& run) {
              "--frames {}: run counts frames from 0 (the end of a stream is not known in advance); use "
              "`export --frames` for bounds from the end", run.export_frames);
     constexpr int kUnbounded = std::numeric_limits<int>::max();
-    io::parse_frame_range(run.export_frames, kUnbounded, o.points);
+    try {
+      io::parse_frame_range(run.export_frames, kUnbounded, o.points);
+    } catch (const std::exception&) {  // its message would name the stand-in frame count
+      fail("--frames {}: expected A:B with 0 <= A < B (either side may be empty)", run.export_frames);
+    }
     if (o.points.end_frame == kUnbounded) o.points.end_frame = -1;
   }
   return o;
