@@ -18,6 +18,7 @@ packages=(
   clang-14 libclang-rt-14-dev python3-numpy
   pybind11-dev python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel  # the Python module (python/)
   colmap nodejs  # the peers tests/app/export_test.cpp checks exports with (COLMAP, the glTF validator)
+  libopenexr-dev openexr  # export --depth-exr (optional at build time); openexr's exrheader checks the files in tests
   libcpp-httplib-dev  # the browser viewer's server (run --view, view: src/viewer)
   chromium  # the browser tests/viewer drives headless (through playwright-core, tests/tools)
 )

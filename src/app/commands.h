@@ -1,6 +1,7 @@
 // The subcommands of lingbot-map: their options and entry points.
 #pragma once
 
+#include "output/exporters.h"
 #include "output/predictions.h"
 
 #include <lingbot/options.h>
@@ -54,7 +55,14 @@ struct RunArgs {
   bool keyframe_interval_given = false;  // else demo.py's automatic interval for long inputs
   std::string emit;          // "jsonl": one JSON line per finished frame on stdout
   std::string sort = "natural";  // frame order in --images: natural, name or mtime
-  std::string export_formats;  // --export: as `export --format`, run on --out at the end
+  std::string export_formats;  // --export: as `export --format`, written into --out as frames stream
+  bool depth_exr = false;      // --depth-exr: --export depth also writes OpenEXR float depth
+  // --export's point selection past --conf-threshold: export's flags, same meaning.
+  double conf_percentile = -1;
+  double voxel_size = 0;
+  int downsample = 1;
+  int64_t max_points = 0;
+  std::string export_frames;  // --frames A:B, bounds from 0 (a stream's length is known only at its end)
   std::string sky_masks;       // --sky-masks DIR (empty with sky_masks_given: upstream's default folder)
   bool sky_masks_given = false;
   std::vector<std::string> command_line;  // argv, for manifest.json
@@ -83,6 +91,7 @@ struct ExportArgs {
   std::string formats;     // comma-separated: colmap, nerfstudio, glb, depth, ply
   std::string out;         // default: result_dir
   bool text = false;       // colmap: .txt instead of .bin
+  bool depth_exr = false;  // depth: also OpenEXR float depth
   double conf_threshold = 1.5;
   double conf_percentile = -1;
   double voxel_size = 0;
@@ -93,8 +102,9 @@ struct ExportArgs {
 };
 void add_export_command(CLI::App& app, ExportArgs& args);
 int run_export(const ExportArgs& args);
-// `run --export F,...`: `export` on the finished result folder, with run's --conf-threshold.
-ExportArgs export_after_run(const RunArgs& run);
+// `run --export F,...`: what `export --format F,...` would write into --out
+// with run's --conf-threshold and --depth-exr, streamed as frames finish.
+io::ExportOptions run_export_options(const RunArgs& run);
 // A saved result (`run --out` folder or its predictions.npz), with the sky
 // masks of `sky_masks` (a folder, or empty for none) applied to its
 // confidence; shared by `export` and `view`.

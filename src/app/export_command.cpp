@@ -3,11 +3,14 @@
 // writers live in src/output (exporters.h); this file is only the options.
 #include "app/commands.h"
 #include "app/flag_checks.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "output/exporters.h"
+#include "output/exr_writer.h"
 #include "output/sky_masks.h"
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 namespace lingbot {
@@ -36,6 +39,8 @@ void add_export_command(CLI::App& app, ExportArgs& a) {
   cmd->add_option("--format", a.formats, "colmap, nerfstudio, glb, depth, ply (comma-separated)")->required();
   cmd->add_option("--out", a.out, "Output folder (default: RESULT_DIR)");
   cmd->add_flag("--text", a.text, "colmap: write the .txt model instead of .bin");
+  cmd->add_flag("--depth-exr", a.depth_exr,
+                "depth: also depth_exr/NAME.exr, the depth as 32-bit floats (builds with OpenEXR)");
   cmd->add_option("--sky-masks", a.sky_masks,
                   "Precomputed sky masks, one per frame named as its input (upstream's --sky_mask_dir): "
                   "sky gets confidence 0 in every format");
@@ -54,6 +59,7 @@ io::ExportOptions export_options(const ExportArgs& a, const io::Predictions& p) 
                                                                           : std::string(".");
   o.out_dir = a.out.empty() ? result_folder : a.out;
   o.colmap_text = a.text;
+  o.depth_exr = a.depth_exr;
   o.points.conf_threshold = a.conf_threshold;
   o.points.conf_percentile = a.conf_percentile;
   o.points.voxel_size = a.voxel_size;
@@ -65,12 +71,30 @@ io::ExportOptions export_options(const ExportArgs& a, const io::Predictions& p) 
 
 }  // namespace
 
-ExportArgs export_after_run(const RunArgs& run) {
-  ExportArgs a;
-  a.result_dir = run.out;
-  a.formats = run.export_formats;
-  a.conf_threshold = run.conf_threshold;
-  return a;
+io::ExportOptions run_export_options(const RunArgs& run) {
+  io::ExportOptions o;
+  o.formats = io::parse_export_formats(run.export_formats, "--export");
+  o.out_dir = run.out;
+  o.depth_exr = run.depth_exr;
+  o.points.conf_threshold = run.conf_threshold;
+  o.points.conf_percentile = run.conf_percentile;
+  o.points.voxel_size = run.voxel_size;
+  o.points.downsample = run.downsample;
+  o.points.max_points = run.max_points;
+  if (!run.export_frames.empty()) {
+    // Negative bounds count from the end, which a stream reaches only when it ends.
+    LB_CHECK(run.export_frames.find('-') == std::string::npos,
+             "--frames {}: run counts frames from 0 (the end of a stream is not known in advance); use "
+             "`export --frames` for bounds from the end", run.export_frames);
+    constexpr int kUnbounded = std::numeric_limits<int>::max();
+    try {
+      io::parse_frame_range(run.export_frames, kUnbounded, o.points);
+    } catch (const std::exception&) {  // its message would name the stand-in frame count
+      fail("--frames {}: expected A:B with 0 <= A < B (either side may be empty)", run.export_frames);
+    }
+    if (o.points.end_frame == kUnbounded) o.points.end_frame = -1;
+  }
+  return o;
 }
 
 io::Predictions load_predictions_masked(const std::string& result_dir, const std::string& sky_masks) {
@@ -87,6 +111,7 @@ io::Predictions load_predictions_masked(const std::string& result_dir, const std
 
 int run_export(const ExportArgs& a) {
   io::parse_export_formats(a.formats);  // a typo fails before the (large) npz is read
+  if (a.depth_exr) io::require_exr("--depth-exr");
   io::Predictions p = load_predictions_masked(a.result_dir, a.sky_masks);
   const io::ExportOptions o = export_options(a, p);
   const io::ExportSummary s = io::export_predictions(p, o);

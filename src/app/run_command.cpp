@@ -10,6 +10,8 @@
 //   trajectory.txt   camera-to-world poses, TUM format
 //   points.ply       coloured points whose confidence exceeds --conf-threshold
 //   manifest.json    which run wrote which files
+// and, with --export F[,F...], what `export --format F` would write from
+// that npz, written as the frames stream (run_outputs.h, stream_exporter.h)
 // written as a transaction (run_outputs.h); a signal stops the run after the
 // frame in flight with valid outputs for the frames done (interrupt.h).
 #include "app/commands.h"
@@ -24,6 +26,7 @@
 #include "core/profiler.h"
 #include "checkpoint/checkpoint.h"
 #include "output/exporters.h"
+#include "output/exr_writer.h"
 #include "output/npz_writer.h"
 #include "output/point_cloud_writer.h"
 #include "image/preprocess.h"
@@ -68,7 +71,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                   "camera_to_world 3x4, intrinsic 3x3), as results arrive")
       ->check(CLI::IsMember({"jsonl"}));
   cmd->add_option("--out", a.out, "Output folder (created if missing)");
-  cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply");
+  cmd->add_option("--conf-threshold", a.conf_threshold, "Minimum depth confidence of points written to points.ply (and --export's point clouds)");
   cmd->add_option("--first-k", a.first_k, "Use only the first K frames (of a video: after --fps sampling), before --stride, as demo.py");
   cmd->add_option("--stride", a.stride, "Use every N-th of the frames --first-k leaves")
       ->check(at_least(1));
@@ -77,7 +80,20 @@ void add_run_command(CLI::App& app, RunArgs& a) {
                   "upstream) or mtime (oldest first)")
       ->check(CLI::IsMember({"natural", "name", "mtime"}));
   cmd->add_option("--export", a.export_formats,
-                  "At the end, `export` the result: colmap, nerfstudio, glb, depth, ply (comma-separated)");
+                  "Also write these formats into --out as frames stream, as `export` would: colmap, nerfstudio, "
+                  "glb, depth, ply (comma-separated)");
+  cmd->add_flag("--depth-exr", a.depth_exr, "With --export depth: also OpenEXR float depth (builds with OpenEXR)");
+  // --export's point selection, as export's flags (src/app/export_command.cpp).
+  cmd->add_option("--conf-percentile", a.conf_percentile,
+                  "--export: keep points at or above this percentile (0-100) of confidence instead (held to the end)")
+      ->check(between(0, 100));
+  cmd->add_option("--voxel-size", a.voxel_size, "--export: one point per voxel of this size, in world units (0: off)")
+      ->check(at_least(0));
+  cmd->add_option("--downsample", a.downsample, "--export: points from every N-th pixel in x and y")
+      ->check(at_least(1));
+  cmd->add_option("--max-points", a.max_points, "--export: at most this many points, taken evenly (0: no limit)")
+      ->check(at_least(0));
+  cmd->add_option("--frames", a.export_frames, "--export: points from frames A:B only (half-open, from 0)");
   CLI::Option* sky = cmd->add_option("--sky-masks", a.sky_masks,
                                      "Precomputed sky masks (upstream's --sky_mask_dir; without DIR: "
                                      "<images>_sky_masks): sky gets confidence 0 in points.ply and --export")
@@ -133,6 +149,18 @@ std::string frame_json_line(const FrameResult& r, const video::Frame& frame) {
 std::string frame_name(const video::Frame& frame, bool from_folder) {
   if (from_folder) return std::filesystem::path(frame.name).filename().string();
   return fmt::format("{:06d}", frame.index);
+}
+
+// The input names of the frames an --images run will use (after --first-k
+// and --stride), in order; none for a video, whose frames are NNNNNN.
+std::vector<std::string> selected_image_names(const RunArgs& a) {
+  std::vector<std::string> names;
+  if (a.images.empty()) return names;
+  video::FrameSelector selector(1, a.stride, a.first_k);
+  const std::vector<std::string> paths = io::list_images(a.images, io::parse_frame_order(a.sort));
+  for (size_t i = 0; i < paths.size() && !selector.done(); ++i)
+    if (selector.keep(static_cast<int64_t>(i))) names.push_back(std::filesystem::path(paths[i]).filename().string());
+  return names;
 }
 
 // --sky-masks without a folder: upstream's default, beside the input.
@@ -195,21 +223,23 @@ void warn_when_specials_pile_up(const FrameStream& model, int frame, bool& warne
 int run_run(const RunArgs& a) {
   LB_CHECK(!a.model.empty(), "--model is required: {}", kCheckpointHelp);
   LB_CHECK(!a.images.empty() || !a.video.empty(), "give --images FOLDER or --video FILE");
+  std::optional<io::ExportOptions> exports;
   if (!a.export_formats.empty()) {  // fail before the run, not after it
-    io::parse_export_formats(a.export_formats, "--export");
+    exports = run_export_options(a);
     LB_CHECK(a.engine.options.dense, "--export needs the depth and points that --no-dense leaves out");
+    if (exports->depth_exr) io::require_exr("--depth-exr");
   }
+  LB_CHECK(!a.depth_exr || exports, "--depth-exr: only with --export depth");
+  LB_CHECK(exports || (a.conf_percentile < 0 && a.voxel_size == 0 && a.downsample == 1 && a.max_points == 0 &&
+                       a.export_frames.empty()),
+           "--conf-percentile, --voxel-size, --downsample, --max-points, --frames: only with --export (they pick "
+           "its points; points.ply keeps --conf-threshold alone)");
   const std::string sky_masks = !a.sky_masks_given ? std::string() : a.sky_masks.empty() ? default_sky_mask_dir(a) : a.sky_masks;
   if (!sky_masks.empty()) {
     LB_CHECK(a.engine.options.dense, "--sky-masks needs the depth confidence that --no-dense leaves out");
     // A missing folder or, for --images, a missing mask fails here, before the model loads.
     const io::SkyMasks masks(sky_masks);
-    if (!a.images.empty()) {
-      video::FrameSelector selector(1, a.stride, a.first_k);  // the frames the run will use
-      const std::vector<std::string> paths = io::list_images(a.images, io::parse_frame_order(a.sort));
-      for (size_t i = 0; i < paths.size() && !selector.done(); ++i)
-        if (selector.keep(static_cast<int64_t>(i))) masks.mask_path(std::filesystem::path(paths[i]).filename().string());
-    }
+    for (const std::string& name : selected_image_names(a)) masks.mask_path(name);
   }
   const ModelConfig config = load_config(a.engine);
   video::SourceOptions from;
@@ -238,8 +268,18 @@ int run_run(const RunArgs& a) {
   }
   make_output_dir(a.out);
   // Before the model loads: a second run on this --out is refused at once.
-  RunOutputs outputs({a.out, H, W, options.keep_dense_outputs, a.conf_threshold, a.command_line, sky_masks,
-                      options.windowed});
+  RunOutputSettings output_settings;
+  output_settings.dir = a.out;
+  output_settings.height = H;
+  output_settings.width = W;
+  output_settings.dense = options.keep_dense_outputs;
+  output_settings.conf_threshold = a.conf_threshold;
+  output_settings.command_line = a.command_line;
+  output_settings.sky_masks = sky_masks;
+  output_settings.frame_types = options.windowed;
+  output_settings.exports = exports;
+  if (exports) output_settings.export_names = io::export_names(selected_image_names(a));  // none for a video
+  RunOutputs outputs(std::move(output_settings));
   InterruptHandlers interrupts;
   std::unique_ptr<viewer::LiveViewer> live;  // --view: pages fill in as frames finish
   if (a.viewer.enabled)
@@ -325,15 +365,18 @@ int run_run(const RunArgs& a) {
   log_info("the model waited {:.2f} s for the {} ({:.1f}% of the run)", decoder_wait,
            a.video.empty() ? "image reader" : "decoder", 100 * decoder_wait / seconds);
   if (a.profile) std::printf("%s", Profiler::report().c_str());
-  if (stopped_by) return 128 + stopped_by;  // no --export of a run cut short
-  int status = 0;
-  if (!a.export_formats.empty()) {
-    ExportArgs e = export_after_run(a);
-    e.sky_masks = sky_masks;
-    status = run_export(e);
+  if (exports) {
+    const io::ExportSummary& e = outputs.export_summary();
+    log_info("--export {}: written as frames streamed into {} ({} points{}; {:.1f} ms per frame spent exporting)",
+             a.export_formats, a.out, e.points,
+             e.colmap_mean_reprojection_error >= 0
+                 ? fmt::format(", COLMAP mean reprojection error {:.2g} px", e.colmap_mean_reprojection_error)
+                 : std::string(),
+             1000 * e.seconds / std::max<int64_t>(1, outputs.frames()));
   }
+  if (stopped_by) return 128 + stopped_by;
   if (live) keep_serving(*live, S);
-  return status;
+  return 0;
 }
 
 }  // namespace lingbot

@@ -99,6 +99,10 @@ RunOutputs::RunOutputs(RunOutputSettings settings)
     finals_.emplace_back(trajectory, "trajectory.txt");
     // predictions.npz last: its presence says the run's other files are in place too.
     finals_.emplace_back(temp("predictions.npz"), "predictions.npz");
+    if (s_.exports) {
+      LB_CHECK(s_.dense, "--export needs the depth and points that --no-dense leaves out");
+      exporter_ = std::make_unique<io::StreamingExporter>(*s_.exports, H, W);
+    }
   } catch (...) {
     drop_temporaries();
     throw;
@@ -158,6 +162,14 @@ void RunOutputs::add(const FrameResult& r, const video::Frame& source_frame, con
   const int64_t plane = static_cast<int64_t>(H) * W;
   conf_.assign(r.depth_conf.f32(), r.depth_conf.f32() + plane);
   if (sky_masks_) sky_masks_->zero_sky_confidence(name, conf_.data(), W, H);
+  if (exporter_) {
+    const size_t index = names_.size() - 1;
+    const std::string export_name =
+        index < s_.export_names.size() ? s_.export_names[index] : io::export_names({name}).front();
+    // The float values predictions.npz holds, so `export` of it writes the same.
+    exporter_->add({export_name, ext.f32(), intr.f32(), r.depth.f32(), conf_.data(), r.world_points.f32(),
+                    frame.f32()});
+  }
   for (int64_t p = 0; p < plane; ++p) {
     if (!(conf_[static_cast<size_t>(p)] > s_.conf_threshold)) continue;
     const float* xyz = r.world_points.f32() + 3 * p;
@@ -230,6 +242,9 @@ std::vector<std::string> RunOutputs::finish(const std::string& interrupted_by, s
   io::AtomicFile out(s_.dir + "/" + kManifest);
   out.write(manifest.dump(2) + "\n");
   out.commit();
+  // After the run's own files: --export ply's points.ply (the export's point
+  // selection) replaces the run's, as `export` into the same folder would.
+  if (exporter_) export_summary_ = exporter_->finish();
   return written;
 }
 

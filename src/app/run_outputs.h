@@ -14,13 +14,22 @@
 //   (npz_writer.h), points.ply is written in place: at the end the disk
 //   holds the outputs plus at most one chunk (one frame of the largest
 //   array, at least 1 MiB) more.
+// * --export (settings.exports): the formats are written into DIR while the
+//   frames stream, by io::StreamingExporter (output/stream_exporter.h) fed
+//   the same float values predictions.npz gets and the sky-masked
+//   confidence, so `export DIR --format F` on the finished npz writes the
+//   same files. Per-frame files appear as each frame is added; the rest in
+//   finish(), after predictions.npz and manifest.json. A run stopped by a
+//   signal still finishes them for the frames done, as it does the npz.
 #pragma once
 
 #include "model/streaming_model.h"
+#include "output/exporters.h"
 #include "output/npz_writer.h"
 #include "output/output_lock.h"
 #include "output/point_cloud_writer.h"
 #include "output/sky_masks.h"
+#include "output/stream_exporter.h"
 #include "output/trajectory_writer.h"
 #include "video/frame_source.h"
 
@@ -39,6 +48,11 @@ struct RunOutputSettings {
   std::vector<std::string> command_line;  // for the manifest
   std::string sky_masks;                  // a folder of masks applied to points.ply, or empty
   bool frame_types = false;               // a per-frame uint8 `frame_type` array (windowed mode, as upstream)
+  std::optional<io::ExportOptions> exports;  // --export, written as frames stream (out_dir: DIR)
+  // Per frame in input order, what exported files are named after
+  // (io::export_names of every input name, so two inputs a.png and a.jpg
+  // keep their extensions, as `export` names them); empty: each name alone.
+  std::vector<std::string> export_names;
 };
 
 class RunOutputs {
@@ -62,7 +76,11 @@ class RunOutputs {
   // or empty. `extra`: whole arrays known only at the end (e.g. windowed
   // mode's chunk_scales), appended to predictions.npz. Returns the names
   // written, for the log.
+  // Then finishes the --export formats (export_summary()).
   std::vector<std::string> finish(const std::string& interrupted_by, std::vector<io::NpzMember> extra = {});
+
+  // After finish() with settings.exports.
+  const io::ExportSummary& export_summary() const { return export_summary_; }
 
  private:
   std::string temp(const std::string& name);  // a registered temporary in dir
@@ -77,6 +95,8 @@ class RunOutputs {
   std::unique_ptr<io::ArraySpool> pose_enc_, extrinsic_, intrinsic_, depth_, depth_conf_, points_, images_, frame_type_;
   std::unique_ptr<io::PlyWriter> ply_;
   std::unique_ptr<io::TumTrajectoryWriter> trajectory_;
+  std::unique_ptr<io::StreamingExporter> exporter_;
+  io::ExportSummary export_summary_;
   std::vector<std::string> names_;
   std::vector<float> conf_;  // one frame's confidence, sky-masked, for points.ply
   bool finished_ = false;

@@ -1,6 +1,7 @@
 #include "output/atomic_file.h"
 
 #include "core/error.h"
+#include "output/temporary_files.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,8 +19,14 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   const std::string dir = slash == std::string::npos ? std::string() : path_.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
   temp_path_ = dir + "." + base + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(std::random_device{}());
+  // Registered, so that a second Ctrl-C (which exits at once) removes it too.
+  register_temporary(temp_path_);
   file_ = std::fopen(temp_path_.c_str(), "wb");
-  if (!file_) fail("{}: cannot create: {}", path_, std::strerror(errno));
+  if (!file_) {
+    const int e = errno;
+    unregister_temporary(temp_path_);
+    fail("{}: cannot create: {}", path_, std::strerror(e));
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -27,6 +34,7 @@ AtomicFile::~AtomicFile() {
     std::fclose(file_);
     std::remove(temp_path_.c_str());
   }
+  unregister_temporary(temp_path_);
 }
 
 void AtomicFile::write(const void* data, size_t bytes) {

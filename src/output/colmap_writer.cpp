@@ -33,8 +33,49 @@ Pose world_to_camera_pose(const Predictions& p, int frame) {
 
 }  // namespace
 
+std::string colmap_camera_entry(int index, const std::array<std::array<double, 3>, 3>& K, int width, int height,
+                                bool text) {
+  const double params[4] = {K[0][0], K[1][1], K[0][2] + 0.5, K[1][2] + 0.5};
+  const uint32_t id = static_cast<uint32_t>(index + 1);
+  if (text)
+    return fmt::format("{} PINHOLE {} {} {} {} {} {}\n", id, width, height, params[0], params[1], params[2], params[3]);
+  std::string entry;
+  put<uint32_t>(entry, id);
+  put<int32_t>(entry, kPinholeModelId);
+  put<uint64_t>(entry, static_cast<uint64_t>(width));
+  put<uint64_t>(entry, static_cast<uint64_t>(height));
+  for (double v : params) put<double>(entry, v);
+  return entry;
+}
+
+void write_colmap_cameras(TextSpool& entries, const std::string& dir, bool text) {
+  make_dirs(dir);
+  std::string head;
+  if (text)
+    head = fmt::format("# Camera list with one line of data per camera:\n"
+                       "#   CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]\n# Number of cameras: {}\n", entries.entries());
+  else
+    put<uint64_t>(head, static_cast<uint64_t>(entries.entries()));
+  AtomicFile out(dir + "/cameras" + (text ? ".txt" : ".bin"));
+  out.write(head);
+  entries.copy_into(out);
+  out.commit();
+}
+
 ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<SelectedPoint>& points,
                                     const std::vector<std::string>& image_names, const std::string& dir, bool text) {
+  make_dirs(dir);
+  {
+    TextSpool cameras(dir + "/cameras" + (text ? ".txt" : ".bin"));
+    for (int f = 0; f < p.frames; ++f) cameras.append(colmap_camera_entry(f, p.intrinsic_matrix(f), p.width, p.height, text));
+    write_colmap_cameras(cameras, dir, text);
+  }
+  return write_colmap_images_and_points(p, points, image_names, dir, text);
+}
+
+ColmapModelStats write_colmap_images_and_points(const Predictions& p, const std::vector<SelectedPoint>& points,
+                                                const std::vector<std::string>& image_names, const std::string& dir,
+                                                bool text) {
   make_dirs(dir);
   const int S = p.frames;
   // POINTS2D of each image: its selected points in selection order.
@@ -69,10 +110,8 @@ ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<Sele
   if (!points.empty()) stats.mean_reprojection_error /= static_cast<double>(points.size());
 
   const std::string ext = text ? ".txt" : ".bin";
-  std::string cameras, images, points3d;
+  std::string images, points3d;
   if (text) {
-    cameras = fmt::format("# Camera list with one line of data per camera:\n"
-                          "#   CAMERA_ID, MODEL, WIDTH, HEIGHT, PARAMS[]\n# Number of cameras: {}\n", S);
     images = fmt::format("# Image list with two lines of data per image:\n"
                          "#   IMAGE_ID, QW, QX, QY, QZ, TX, TY, TZ, CAMERA_ID, NAME\n"
                          "#   POINTS2D[] as (X, Y, POINT3D_ID)\n# Number of images: {}\n", S);
@@ -80,19 +119,14 @@ ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<Sele
                            "#   POINT3D_ID, X, Y, Z, R, G, B, ERROR, TRACK[] as (IMAGE_ID, POINT2D_IDX)\n"
                            "# Number of points: {}\n", points.size());
   } else {
-    put<uint64_t>(cameras, static_cast<uint64_t>(S));
     put<uint64_t>(images, static_cast<uint64_t>(S));
     put<uint64_t>(points3d, points.size());
   }
   for (int f = 0; f < S; ++f) {
-    const auto K = p.intrinsic_matrix(f);
-    const double params[4] = {K[0][0], K[1][1], K[0][2] + 0.5, K[1][2] + 0.5};
     const uint32_t id = static_cast<uint32_t>(f + 1);
     const Pose pose = world_to_camera_pose(p, f);
     const auto& own = points_of_frame[static_cast<size_t>(f)];
     if (text) {
-      cameras += fmt::format("{} PINHOLE {} {} {} {} {} {}\n", id, p.width, p.height, params[0], params[1],
-                             params[2], params[3]);
       images += fmt::format("{} {} {} {} {} {} {} {} {} {}\n", id, pose.q[0], pose.q[1], pose.q[2], pose.q[3],
                             pose.t[0], pose.t[1], pose.t[2], id, image_names[static_cast<size_t>(f)]);
       for (size_t k = 0; k < own.size(); ++k) {
@@ -101,11 +135,6 @@ ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<Sele
       }
       images += '\n';
     } else {
-      put<uint32_t>(cameras, id);
-      put<int32_t>(cameras, kPinholeModelId);
-      put<uint64_t>(cameras, static_cast<uint64_t>(p.width));
-      put<uint64_t>(cameras, static_cast<uint64_t>(p.height));
-      for (double v : params) put<double>(cameras, v);
       put<uint32_t>(images, id);
       for (double v : pose.q) put<double>(images, v);
       for (double v : pose.t) put<double>(images, v);
@@ -138,7 +167,7 @@ ColmapModelStats write_colmap_model(const Predictions& p, const std::vector<Sele
       put<uint32_t>(points3d, static_cast<uint32_t>(point2d_index[i]));
     }
   }
-  for (auto [name, bytes] : {std::pair{"cameras", &cameras}, {"images", &images}, {"points3D", &points3d}}) {
+  for (auto [name, bytes] : {std::pair{"images", &images}, {"points3D", &points3d}}) {
     AtomicFile out(dir + "/" + name + ext);
     out.write(*bytes);
     out.commit();

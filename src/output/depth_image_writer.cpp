@@ -1,6 +1,7 @@
 #include "output/depth_image_writer.h"
 
 #include "output/atomic_file.h"
+#include "output/exr_writer.h"
 #include "output/png_writer.h"
 
 #include <nlohmann/json.hpp>
@@ -21,24 +22,32 @@ uint8_t confidence_to_png8(float confidence) {
   return static_cast<uint8_t>(std::clamp(std::round(255.0 * (1.0 - 1.0 / confidence)), 0.0, 255.0));
 }
 
-void write_depth_images(const Predictions& p, const std::vector<std::string>& frame_names, const std::string& dir) {
+void make_depth_dirs(const std::string& dir, bool depth_exr) {
   make_dirs(dir + "/depth");
   make_dirs(dir + "/depth_conf");
-  const int64_t plane = int64_t{p.height} * p.width;
+  if (depth_exr) make_dirs(dir + "/depth_exr");
+}
+
+void write_depth_frame(const std::string& dir, const std::string& name, const float* d, const float* c, int width,
+                       int height, bool depth_exr) {
+  const int64_t plane = int64_t{height} * width;
   std::vector<uint16_t> depth(static_cast<size_t>(plane));
   std::vector<uint8_t> conf(static_cast<size_t>(plane));
-  for (int f = 0; f < p.frames; ++f) {
-    const float* d = p.depth.f32() + plane * f;
-    const float* c = p.depth_conf.f32() + plane * f;
-    for (int64_t i = 0; i < plane; ++i) {
-      // Confidence 0 only comes from a sky mask (the model's is > 1): no depth there.
-      depth[static_cast<size_t>(i)] = c[i] == 0 ? 0 : depth_to_png16(d[i]);
-      conf[static_cast<size_t>(i)] = confidence_to_png8(c[i]);
-    }
-    const std::string& name = frame_names[static_cast<size_t>(f)];
-    write_png16(dir + "/depth/" + name + ".png", depth.data(), p.width, p.height);
-    write_png8(dir + "/depth_conf/" + name + ".png", conf.data(), p.width, p.height, 1);
+  for (int64_t i = 0; i < plane; ++i) {
+    depth[static_cast<size_t>(i)] = c[i] == 0 ? 0 : depth_to_png16(d[i]);
+    conf[static_cast<size_t>(i)] = confidence_to_png8(c[i]);
   }
+  write_png16(dir + "/depth/" + name + ".png", depth.data(), width, height);
+  write_png8(dir + "/depth_conf/" + name + ".png", conf.data(), width, height, 1);
+  if (depth_exr) {
+    std::vector<float> z(static_cast<size_t>(plane));
+    for (int64_t i = 0; i < plane; ++i)
+      z[static_cast<size_t>(i)] = c[i] == 0 || !std::isfinite(d[i]) || d[i] <= 0 ? 0.0f : d[i];
+    write_exr_depth(dir + "/depth_exr/" + name + ".exr", z.data(), width, height);
+  }
+}
+
+void write_depth_scale(const std::string& dir, int width, int height, bool depth_exr) {
   nlohmann::ordered_json scale;
   scale["depth_folder"] = "depth";
   scale["depth_encoding"] = "uint16 PNG, value = round(depth * 1000); 0 = invalid, 65535 = clamped";
@@ -47,8 +56,12 @@ void write_depth_images(const Predictions& p, const std::vector<std::string>& fr
   scale["depth_is"] = "z in the camera frame (along the optical axis), not the distance along the ray";
   scale["confidence_folder"] = "depth_conf";
   scale["confidence_encoding"] = "uint8 PNG, value = round(255 * (1 - 1 / conf)); conf = 1 / (1 - value / 255)";
-  scale["width"] = p.width;
-  scale["height"] = p.height;
+  if (depth_exr) {
+    scale["depth_exr_folder"] = "depth_exr";
+    scale["depth_exr_encoding"] = "OpenEXR, one FLOAT channel Z, depth in world_points units; 0 = invalid";
+  }
+  scale["width"] = width;
+  scale["height"] = height;
   AtomicFile out(dir + "/depth_scale.json");
   out.write(scale.dump(2) + "\n");
   out.commit();

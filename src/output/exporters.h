@@ -5,6 +5,7 @@
 //   transforms.json, sparse_pc.ply                                     nerfstudio
 //   scene.glb                                                          glb
 //   depth/NAME.png, depth_conf/NAME.png, depth_scale.json              depth
+//   depth_exr/NAME.exr                                   depth with depth_exr
 //   points.ply                                                         ply
 #pragma once
 
@@ -20,6 +21,7 @@ struct ExportOptions {
   std::vector<std::string> formats;  // colmap, nerfstudio, glb, depth, ply
   std::string out_dir;
   bool colmap_text = false;
+  bool depth_exr = false;  // depth: also depth_exr/NAME.exr (builds with OpenEXR)
   PointSelectionOptions points;
 };
 
@@ -34,6 +36,7 @@ struct ExportSummary {
   double seconds = 0;
 };
 
+// A saved result, frame by frame through StreamingExporter (stream_exporter.h).
 ExportSummary export_predictions(const Predictions& p, const ExportOptions& options);
 
 }  // namespace lingbot::io

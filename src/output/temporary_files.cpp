@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 namespace lingbot::io {
 
@@ -17,11 +18,15 @@ constexpr size_t kPathBytes = 4096;
 // [0, used) and skips empty ones.
 char slots[kSlots][kPathBytes];
 std::atomic<int> used{0};
+// Writers on several threads (a viewer's glb beside the run's files) register
+// too; the handler only reads, so it takes no lock.
+std::mutex slots_mutex;
 
 }  // namespace
 
 void register_temporary(const std::string& path) {
   LB_CHECK(path.size() < kPathBytes, "{}: path too long for a temporary file", path);
+  const std::lock_guard<std::mutex> lock(slots_mutex);
   for (int i = 0; i < used.load(); ++i) {
     if (slots[i][0] == 0) {
       std::memcpy(slots[i] + 1, path.c_str() + 1, path.size());  // the first byte last: the slot turns on whole
@@ -37,6 +42,7 @@ void register_temporary(const std::string& path) {
 }
 
 void unregister_temporary(const std::string& path) {
+  const std::lock_guard<std::mutex> lock(slots_mutex);
   for (int i = 0; i < used.load(); ++i)
     if (slots[i][0] != 0 && path == slots[i]) slots[i][0] = 0;
 }

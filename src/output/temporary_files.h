@@ -9,7 +9,7 @@
 namespace lingbot::io {
 
 // Records `path` (throws past the fixed number of slots); unregister when the
-// file is renamed into place or removed.
+// file is renamed into place or removed. Safe from several threads.
 void register_temporary(const std::string& path);
 void unregister_temporary(const std::string& path);
 

@@ -201,7 +201,7 @@ TEST_F(Export, BadInputIsOneLineNamingTheFile) {
   EXPECT_FALSE(has_temporaries(empty));
 }
 
-TEST(RunExport, RunWritesTheExportsAtTheEnd) {
+TEST(RunExport, RunWritesTheExportsIntoOut) {
   const std::string out = temp("run_export");
   const std::string m = test::fixture_path("model_small/");
   const std::string run = "run --model " + m + "weights.pt --config " + m + "config.json --images " +

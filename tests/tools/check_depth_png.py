@@ -64,20 +64,25 @@ def read_png(path):
     return out
 
 
-out, npz = sys.argv[1], np.load(sys.argv[2])
-depth, conf = npz["depth"][..., 0].astype(np.float64), npz["depth_conf"].astype(np.float64)
-with open(os.path.join(out, "depth_scale.json")) as f:
-    scale = json.load(f)["depth_scale"]
-depth_err = conf_err = 0.0
-for i in range(depth.shape[0]):
-    d = read_png(os.path.join(out, "depth", f"{i:06d}.png")).astype(np.float64)
-    want = depth[i]
-    valid = np.isfinite(want) & (want > 0) & (want < 65.535)
-    assert d.shape == want.shape, (d.shape, want.shape)
-    assert (d[~np.isfinite(want) | (want <= 0)] == 0).all()
-    depth_err = max(depth_err, float(np.abs(d[valid] * scale - want[valid]).max()))
-    c = read_png(os.path.join(out, "depth_conf", f"{i:06d}.png")).astype(np.float64)
-    want_c = np.clip(np.round(255 * (1 - 1 / np.maximum(conf[i], 1))), 0, 255)
-    conf_err = max(conf_err, float(np.abs(c - want_c).max()))
-print(json.dumps({"frames": int(depth.shape[0]), "depth_scale": scale, "max_depth_error": depth_err,
-                  "max_confidence_levels": conf_err}))
+def main():
+    out, npz = sys.argv[1], np.load(sys.argv[2])
+    depth, conf = npz["depth"][..., 0].astype(np.float64), npz["depth_conf"].astype(np.float64)
+    with open(os.path.join(out, "depth_scale.json")) as f:
+        scale = json.load(f)["depth_scale"]
+    depth_err = conf_err = 0.0
+    for i in range(depth.shape[0]):
+        d = read_png(os.path.join(out, "depth", f"{i:06d}.png")).astype(np.float64)
+        want = depth[i]
+        valid = np.isfinite(want) & (want > 0) & (want < 65.535)
+        assert d.shape == want.shape, (d.shape, want.shape)
+        assert (d[~np.isfinite(want) | (want <= 0)] == 0).all()
+        depth_err = max(depth_err, float(np.abs(d[valid] * scale - want[valid]).max()))
+        c = read_png(os.path.join(out, "depth_conf", f"{i:06d}.png")).astype(np.float64)
+        want_c = np.clip(np.round(255 * (1 - 1 / np.maximum(conf[i], 1))), 0, 255)
+        conf_err = max(conf_err, float(np.abs(c - want_c).max()))
+    print(json.dumps({"frames": int(depth.shape[0]), "depth_scale": scale, "max_depth_error": depth_err,
+                      "max_confidence_levels": conf_err}))
+
+
+if __name__ == "__main__":  # read_png is also imported by tests
+    main()
