@@ -71,119 +71,24 @@ class FolderSource final : public FrameSource {
   int next_ = 0;
 };
 
-// --- a folder read on a thread ahead of the model ----------------------------
+// --- any source, read on a thread ahead of the model ------------------------
 
 // Runs a source's next() on a thread of its own, at most `capacity` frames
-// ahead, so that reading and decoding image files (tens of milliseconds for
-// a 1080p PNG) overlaps the model's work instead of preceding each push.
-// Frames, their order and an error (rethrown once the frames before it are
-// taken) are the inner source's; destroying it stops the thread after the
-// file being read.
+// ahead, so that reading and decoding (a video's frames, a folder's files:
+// tens of milliseconds for a 1080p PNG) overlaps the model's work instead of
+// preceding each push. Frames, their order and an error (rethrown once the
+// frames before it are taken) are the inner source's. The constructor waits
+// for the first frame, so that a source which yields none (an empty pipe,
+// damage at the start) fails there, before the model loads. Destroying it
+// stops the thread: `interrupt` unblocks a read that waits on a camera or a
+// pipe, so an error on the model's side never leaves the thread running.
 class ReadAheadSource final : public FrameSource {
  public:
-  ReadAheadSource(std::unique_ptr<FrameSource> inner, int capacity)
-      : inner_(std::move(inner)), capacity_(static_cast<size_t>(std::max(1, capacity))) {
-    worker_ = std::thread([this] { produce(); });
-  }
-  ~ReadAheadSource() override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    space_.notify_all();
-    worker_.join();
-  }
-
-  bool next(Frame& frame) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (queue_.empty() && !ended_) {
-      const auto start = std::chrono::steady_clock::now();
-      ready_.wait(lock, [&] { return !queue_.empty() || ended_; });
-      if (taken_ > 0)
-        seconds_waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    if (!queue_.empty()) {
-      frame = std::move(queue_.front());
-      queue_.pop_front();
-      ++taken_;
-      space_.notify_one();
-      return true;
-    }
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-    return false;
-  }
-  int64_t expected_frames() const override { return inner_->expected_frames(); }
-  int height() const override { return inner_->height(); }
-  int width() const override { return inner_->width(); }
-  std::string description() const override { return inner_->description(); }
-  double seconds_waited() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return seconds_waited_;
-  }
-
- private:
-  void produce() {
-    try {
-      for (Frame frame; inner_->next(frame);) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        space_.wait(lock, [&] { return queue_.size() < capacity_ || stopping_; });
-        if (stopping_) break;
-        queue_.push_back(std::move(frame));
-        ready_.notify_one();
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::current_exception();
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    ended_ = true;
-    ready_.notify_all();
-  }
-
-  std::unique_ptr<FrameSource> inner_;
-  const size_t capacity_;
-  mutable std::mutex mutex_;
-  std::condition_variable ready_, space_;
-  std::deque<Frame> queue_;
-  bool ended_ = false, stopping_ = false;
-  int64_t taken_ = 0;
-  double seconds_waited_ = 0;  // in next(), for frames not yet read, the first excepted
-  std::exception_ptr error_;
-  std::thread worker_;  // last: started once everything above exists
-};
-
-// --- frames decoded on a thread ahead of the model ---------------------------
-
-// Runs `decode` (one decoded frame per call, false at the end) on its own
-// thread, keeps the frames `selector` picks, turns and preprocesses them and
-// queues at most `capacity` of them. An error on that thread is rethrown by
-// next(); destroying the source stops the thread (`interrupt` unblocks a
-// read that waits on a camera or a pipe), so an error on the model's side
-// never leaves it running.
-class DecodingSource final : public FrameSource {
- public:
-  using Decode = std::function<bool(DecodedFrame&)>;
-
-  DecodingSource(std::string label, Decode decode, std::function<void()> interrupt, FrameSelector selector,
-                 int extra_rotation_cw, const io::PreprocessOptions& prep, int displayed_width,
-                 int displayed_height, int64_t expected, std::string description, int capacity)
-      : label_(std::move(label)),
-        decode_(std::move(decode)),
+  ReadAheadSource(std::unique_ptr<FrameSource> inner, int capacity, std::function<void()> interrupt = {})
+      : inner_(std::move(inner)),
         interrupt_(std::move(interrupt)),
-        selector_(selector),
-        rotation_cw_(extra_rotation_cw),
-        prep_(prep),
-        expected_(expected),
-        description_(std::move(description)),
         capacity_(static_cast<size_t>(std::max(1, capacity))) {
-    const bool quarter = rotation_cw_ % 180 != 0;
-    const io::FrameGeometry g = io::frame_geometry(quarter ? displayed_height : displayed_width,
-                                                   quarter ? displayed_width : displayed_height, prep_, label_);
-    height_ = g.height;
-    width_ = g.width;
     worker_ = std::thread([this] { produce(); });
-    // Wait for the first frame, so that a stream which yields none (an
-    // empty pipe, damage at the start) fails here, before the model loads.
     std::exception_ptr early_error;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -195,8 +100,7 @@ class DecodingSource final : public FrameSource {
       std::rethrow_exception(early_error);
     }
   }
-
-  ~DecodingSource() override {
+  ~ReadAheadSource() override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -222,31 +126,19 @@ class DecodingSource final : public FrameSource {
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return false;
   }
-  int64_t expected_frames() const override { return expected_; }
+  int64_t expected_frames() const override { return inner_->expected_frames(); }
+  int height() const override { return inner_->height(); }
+  int width() const override { return inner_->width(); }
+  std::string description() const override { return inner_->description(); }
   double seconds_waited() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return seconds_waited_;
   }
-  int height() const override { return height_; }
-  int width() const override { return width_; }
-  std::string description() const override { return description_; }
 
  private:
   void produce() {
     try {
-      DecodedFrame decoded;
-      int64_t used = 0;
-      while (!selector_.done() && !stop_requested() && decode_(decoded)) {
-        if (!selector_.keep(decoded.index)) continue;
-        Frame frame;
-        frame.index = used++;
-        frame.name = fmt::format("{} frame {}", label_, decoded.index);
-        frame.timestamp = decoded.timestamp;
-        const io::RgbImage upright = rotate_clockwise(decoded.rgb, rotation_cw_);
-        const io::FrameGeometry g = io::frame_geometry(upright.width, upright.height, prep_, frame.name);
-        LB_CHECK(g.height == height_ && g.width == width_, "{}: preprocessed to {}x{}, not the stream's {}x{}",
-                 frame.name, g.width, g.height, width_, height_);
-        frame.image = io::preprocess(upright, prep_);
+      for (Frame frame; !stop_requested() && inner_->next(frame);) {
         std::unique_lock<std::mutex> lock(mutex_);
         space_.wait(lock, [&] { return queue_.size() < capacity_ || stopping_; });
         if (stopping_) break;
@@ -267,24 +159,75 @@ class DecodingSource final : public FrameSource {
     return stopping_;
   }
 
+  std::unique_ptr<FrameSource> inner_;
+  std::function<void()> interrupt_;
+  const size_t capacity_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_, space_;
+  std::deque<Frame> queue_;
+  bool ended_ = false, stopping_ = false;
+  double seconds_waited_ = 0;  // in next(), for frames not yet read
+  std::exception_ptr error_;
+  std::thread worker_;  // last: started once everything above exists
+};
+
+// --- decoded frames: a video, a camera, a pipe ------------------------------
+
+// Frames from `decode` (one decoded frame per call, false at the end): the
+// ones `selector` picks, turned and preprocessed. Read on a thread of its
+// own through ReadAheadSource.
+class DecodedSource final : public FrameSource {
+ public:
+  using Decode = std::function<bool(DecodedFrame&)>;
+
+  DecodedSource(std::string label, Decode decode, FrameSelector selector, int extra_rotation_cw,
+                const io::PreprocessOptions& prep, int displayed_width, int displayed_height, int64_t expected,
+                std::string description)
+      : label_(std::move(label)),
+        decode_(std::move(decode)),
+        selector_(selector),
+        rotation_cw_(extra_rotation_cw),
+        prep_(prep),
+        expected_(expected),
+        description_(std::move(description)) {
+    const bool quarter = rotation_cw_ % 180 != 0;
+    const io::FrameGeometry g = io::frame_geometry(quarter ? displayed_height : displayed_width,
+                                                   quarter ? displayed_width : displayed_height, prep_, label_);
+    height_ = g.height;
+    width_ = g.width;
+  }
+
+  bool next(Frame& frame) override {
+    DecodedFrame decoded;
+    while (!selector_.done() && decode_(decoded)) {
+      if (!selector_.keep(decoded.index)) continue;
+      frame.index = used_++;
+      frame.name = fmt::format("{} frame {}", label_, decoded.index);
+      frame.timestamp = decoded.timestamp;
+      const io::RgbImage upright = rotate_clockwise(decoded.rgb, rotation_cw_);
+      const io::FrameGeometry g = io::frame_geometry(upright.width, upright.height, prep_, frame.name);
+      LB_CHECK(g.height == height_ && g.width == width_, "{}: preprocessed to {}x{}, not the stream's {}x{}",
+               frame.name, g.width, g.height, width_, height_);
+      frame.image = io::preprocess(upright, prep_);
+      return true;
+    }
+    return false;
+  }
+  int64_t expected_frames() const override { return expected_; }
+  int height() const override { return height_; }
+  int width() const override { return width_; }
+  std::string description() const override { return description_; }
+
+ private:
   std::string label_;
   Decode decode_;
-  std::function<void()> interrupt_;
   FrameSelector selector_;
   int rotation_cw_;
   io::PreprocessOptions prep_;
   int64_t expected_;
   std::string description_;
-  size_t capacity_;
   int height_ = 0, width_ = 0;
-
-  mutable std::mutex mutex_;
-  std::condition_variable ready_, space_;
-  std::deque<Frame> queue_;
-  double seconds_waited_ = 0;  // in next(), for frames not yet decoded
-  bool stopping_ = false, ended_ = false;
-  std::exception_ptr error_;
-  std::thread worker_;  // last: started once everything above exists
+  int64_t used_ = 0;
 };
 
 std::unique_ptr<FrameSource> open_video(const SourceOptions& o) {
@@ -305,10 +248,11 @@ std::unique_ptr<FrameSource> open_video(const SourceOptions& o) {
                                                           info.frame_count)
                                             : "",
                                         ordinal(interval));
-  return std::make_unique<DecodingSource>(
-      o.video, [reader](DecodedFrame& f) { return reader->next(f); }, [reader] { reader->request_stop(); },
-      selector, o.rotate_cw90 ? 90 : 0, o.preprocess, info.width, info.height, expected, std::move(description),
-      o.queue_frames);
+  return std::make_unique<ReadAheadSource>(
+      std::make_unique<DecodedSource>(o.video, [reader](DecodedFrame& f) { return reader->next(f); }, selector,
+                                      o.rotate_cw90 ? 90 : 0, o.preprocess, info.width, info.height, expected,
+                                      std::move(description)),
+      o.queue_frames, [reader] { reader->request_stop(); });
 }
 
 std::unique_ptr<FrameSource> open_stdin(const SourceOptions& o) {
@@ -318,10 +262,11 @@ std::unique_ptr<FrameSource> open_stdin(const SourceOptions& o) {
   const auto [w, h] = parse_frame_size(o.input_size, "--input-size");
   auto reader = std::make_shared<RawFrameReader>(o.stdin_fd, "stdin", w, h);
   FrameSelector selector(1, o.stride, o.first_k);  // raw frames carry no rate: no --fps sampling
-  return std::make_unique<DecodingSource>(
-      "stdin", [reader](DecodedFrame& f) { return reader->next(f); }, [reader] { reader->request_stop(); },
-      selector, o.rotate_cw90 ? 90 : 0, o.preprocess, w, h, -1,
-      fmt::format("stdin (rgb24 {}x{})", w, h), o.queue_frames);
+  return std::make_unique<ReadAheadSource>(
+      std::make_unique<DecodedSource>("stdin", [reader](DecodedFrame& f) { return reader->next(f); }, selector,
+                                      o.rotate_cw90 ? 90 : 0, o.preprocess, w, h, -1,
+                                      fmt::format("stdin (rgb24 {}x{})", w, h)),
+      o.queue_frames, [reader] { reader->request_stop(); });
 }
 
 }  // namespace
