@@ -35,7 +35,17 @@ __global__ void __launch_bounds__(kAppendThreads)
   }
 }
 
-int sm_count() {
+
+template <typename Unit>
+void launch(const KvTableHeader* table, int block, const void* k, const void* v, cudaStream_t stream) {
+  kv_append_kernel<Unit><<<current_device_sm_count() * kAppendBlocksPerSm, kAppendThreads, 0, stream>>>(
+      table, block, static_cast<const char*>(k), static_cast<const char*>(v));
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+int current_device_sm_count() {
   static thread_local int cached_device = -1;
   static thread_local int cached = 0;
   int device = 0;
@@ -46,15 +56,6 @@ int sm_count() {
   }
   return cached;
 }
-
-template <typename Unit>
-void launch(const KvTableHeader* table, int block, const void* k, const void* v, cudaStream_t stream) {
-  kv_append_kernel<Unit><<<sm_count() * kAppendBlocksPerSm, kAppendThreads, 0, stream>>>(
-      table, block, static_cast<const char*>(k), static_cast<const char*>(v));
-  LB_CUDA_CHECK_LAUNCH();
-}
-
-}  // namespace
 
 void launch_kv_append(const KvTableHeader* table, int block, const void* k, const void* v, int unit_bytes,
                       cudaStream_t stream) {

@@ -24,4 +24,8 @@ void launch_kv_append(const KvTableHeader* table, int block, const void* k, cons
 // addresses: what launch_kv_append may move at a time.
 int kv_append_unit_bytes(int64_t row_bytes, uintptr_t k, uintptr_t v);
 
+// Multiprocessors of the current device (cached per thread): the kv
+// kernels' grids are sized by it.
+int current_device_sm_count();
+
 }  // namespace lingbot::cuda

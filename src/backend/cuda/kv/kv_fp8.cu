@@ -1,4 +1,5 @@
 #include "backend/cuda/kv/kv_fp8.h"
+#include "backend/cuda/kv/kv_append.h"
 
 #include "backend/cuda/cuda_check.h"
 
@@ -114,23 +115,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-int sm_count() {
-  static thread_local int cached_device = -1;
-  static thread_local int cached = 0;
-  int device = 0;
-  LB_CUDA_CHECK(cudaGetDevice(&device));
-  if (device != cached_device) {
-    LB_CUDA_CHECK(cudaDeviceGetAttribute(&cached, cudaDevAttrMultiProcessorCount, device));
-    cached_device = device;
-  }
-  return cached;
-}
 
 }  // namespace
 
 void launch_kv_append_fp8(const KvTableHeader* table, int block, const void* k, const void* v, bool input_is_bf16,
                           const Fp8PageShape& shape, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(sm_count() * kBlocksPerSm);
+  const unsigned grid = static_cast<unsigned>(current_device_sm_count() * kBlocksPerSm);
   if (input_is_bf16) {
     kv_append_fp8_kernel<<<grid, kThreads, 0, stream>>>(table, block, static_cast<const __nv_bfloat16*>(k),
                                                         static_cast<const __nv_bfloat16*>(v), shape.num_heads,
@@ -144,7 +134,7 @@ void launch_kv_append_fp8(const KvTableHeader* table, int block, const void* k, 
 
 void launch_kv_dequantise(const KvTableHeader* table, int block, const KvTableHeader* staging,
                           const Fp8PageShape& shape, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(sm_count() * kBlocksPerSm * 2);
+  const unsigned grid = static_cast<unsigned>(current_device_sm_count() * kBlocksPerSm * 2);
   kv_dequantise_kernel<<<grid, kThreads, 0, stream>>>(table, block, staging, shape);
   LB_CUDA_CHECK_LAUNCH();
 }
