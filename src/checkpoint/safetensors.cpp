@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "checkpoint/byte_order.h"
-#include "checkpoint/printable.h"
+#include "core/printable.h"
 #include "checkpoint/storage_view.h"
 
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 #include "checkpoint/state_dict.h"
 
 #include "core/error.h"
-#include "checkpoint/printable.h"
+#include "core/printable.h"
 
 namespace lingbot::io {
 

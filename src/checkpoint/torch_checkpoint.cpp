@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "checkpoint/pickle.h"
-#include "checkpoint/printable.h"
+#include "core/printable.h"
 #include "checkpoint/storage_view.h"
 #include "checkpoint/zip_archive.h"
 

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include "core/printable.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -105,7 +107,7 @@ ModelConfig ModelConfig::from_json_text(const std::string& text, const std::stri
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       const std::string key = prefix + it.key();
       if (!known.count(key) && !(prefix.empty() && objects.count(key)))
-        fail("{}: unknown key '{}' (see docs/model-config.md for the keys)", source, key);
+        fail("{}: unknown key '{}' (see docs/model-config.md for the keys)", source, io::printable(key));
     }
   };
   for (const std::string& object : objects)

@@ -1,6 +1,7 @@
 #include "output/npz_reader.h"
 
 #include "core/mapped_file.h"
+#include "core/printable.h"
 #include "checkpoint/zip_archive.h"
 
 #include <fmt/format.h>
@@ -12,18 +13,9 @@ namespace lingbot::io {
 
 namespace {
 
-// Header text as an error message may quote it: one line, printable, short
-// (a damaged header holds any bytes, newlines included).
-std::string printable(const std::string& text) {
-  constexpr size_t kMax = 40;
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < kMax; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
-  }
-  if (text.size() > kMax) out += "...";
-  return out;
-}
+// Header text as an error message may quote it: a damaged header holds any
+// bytes, newlines included.
+std::string printable(const std::string& text) { return io::printable(text, 40); }
 
 DType dtype_of_descr(const std::string& d, const std::string& name) {
   if (d == "<f4") return DType::F32;

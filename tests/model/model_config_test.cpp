@@ -169,4 +169,6 @@ TEST(ModelConfig, FuzzRegressionsFailInOneLineNamingTheFile) {
     }
   }
   EXPECT_NE(error_of(R"({"depth": 1e309})").find("not valid JSON"), std::string::npos);
+  // A key is quoted with its control characters escaped, not printed raw.
+  EXPECT_NE(error_of(R"({"a\nb": 6})").find(R"(unknown key 'a\x0ab')"), std::string::npos);
 }

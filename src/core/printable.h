@@ -1,7 +1,7 @@
-// Quoting untrusted text (zip member names, pickle strings, JSON keys) inside
-// error messages. Errors are one line: control characters are escaped as
-// \xNN, so a hostile name cannot add lines or terminal escapes, and long
-// text is cut.
+// Quoting untrusted text (zip member names, pickle strings, npy headers, JSON
+// keys) inside error messages. Errors are one line: control characters are
+// escaped as \xNN, so a hostile name cannot add lines or terminal escapes,
+// and long text is cut.
 #pragma once
 
 #include <fmt/format.h>
