@@ -37,6 +37,10 @@
   CHOICE(Device, cpu_dtype, "fp32", "fp32|bf16",                                                             \
          "Number type of the CPU path's transformer: fp32, or bf16 (bfloat16 weights and activations with "    \
          "float32 sums, through oneDNN; for CPUs with AVX512-BF16 or AMX; half the weight memory)")             \
+  CHOICE(Device, weight_dtype, "auto", "auto|fp8",                                                            \
+         "Storage of the transformer's weights: auto (the compute type: bfloat16 on the GPU, cpu_dtype on the " \
+         "CPU), or fp8 (e4m3 with a float32 scale per output channel, widened before each product: half of "   \
+         "bf16's memory)")                                                                                      \
   CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
   CHOICE(Stream, kv_dtype, "auto", "auto|bf16|fp8",                                                          \
          "Storage of the KV cache's keys and values: auto (the compute type: bfloat16 on the GPU, float32 on "  \
@@ -87,8 +91,8 @@
          "Tensor-core attention kernel where one applies (bfloat16, head_dim 64): auto is wgmma-ws on Hopper "  \
          "and mma elsewhere; mma or wgmma-ws pins that kernel on Hopper")                                     \
   CHOICE(Cuda, memory_profile, "default", "default|low",                                                       \
-         "Device memory: default, or low for small GPUs (kv_window 32 and kv_dtype fp8 unless set, the scale "  \
-         "phase's buffers freed before the first streamed frame)")
+         "Device memory: default, or low for small GPUs (kv_window 32, kv_dtype fp8 and weight_dtype fp8 "     \
+         "unless set, the scale phase's buffers freed before the first streamed frame)")
 
 namespace lingbot {
 
