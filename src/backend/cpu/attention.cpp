@@ -194,8 +194,10 @@ void attention_rows(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
 
 struct Avx2 {
   using Reg = __m256;
-  static constexpr int kWidth = 8;     // floats per vector: 16 query lanes per tile
-  static constexpr int kTileRows = 6;  // 12 accumulators of the 16 registers
+  static constexpr int kWidth = 8;        // floats per vector
+  static constexpr int kLaneVectors = 2;  // 16 query lanes per register tile
+  static constexpr int kTileRows = 6;     // 12 accumulators of the 16 registers
+  static constexpr int kQueryTile = 128;  // queries per work item
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }

@@ -12,8 +12,10 @@ namespace {
 
 struct Avx512 {
   using Reg = __m512;
-  static constexpr int kWidth = 16;     // floats per vector: 32 query lanes per tile
-  static constexpr int kTileRows = 12;  // 24 accumulators of the 32 registers
+  static constexpr int kWidth = 16;       // floats per vector
+  static constexpr int kLaneVectors = 3;  // 48 query lanes per register tile
+  static constexpr int kTileRows = 8;     // 24 accumulators of the 32 registers; 64 = 8 x 8 rows
+  static constexpr int kQueryTile = 144;  // queries per work item: three register tiles
   static Reg zero() { return _mm512_setzero_ps(); }
   static Reg load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }

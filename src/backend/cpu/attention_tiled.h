@@ -8,13 +8,19 @@
 //   m, l, P       = online softmax per lane (column)      (exp2 domain)
 //   Ot[c][lane]   = Ot[c][lane] * alpha[lane] + sum_key V[key][c] * P[key][lane]
 // so every product is a broadcast-times-vector FMA on register tiles of
-// Simd::kTileRows rows x two vectors of lanes, the softmax statistics are
-// vectors across queries, and no transpose of K or V is needed. AVX-512's 32
-// registers hold 12 rows x 32 lanes (24 accumulators), twice the lanes and
-// rows of AVX2's 6 x 16: each key and value element loaded feeds twice the
-// queries. The key block's rows for one head are copied to a small
-// contiguous buffer first: in the cache they sit num_heads*head_dim floats
-// apart (4 KiB for 16 x 64), which would alias the same L1 sets.
+// Simd::kTileRows rows x Simd::kLaneVectors vectors of lanes, the softmax
+// statistics are vectors across queries, and no transpose of K or V is
+// needed. AVX2's 16 registers hold 6 rows x 16 lanes (12 accumulators);
+// AVX-512's 32 hold 8 rows x 48 lanes (24 accumulators), so each key and
+// value element loaded feeds three times the queries, and 8 rows divide the
+// 64 keys of a block and the model's head_dim 64 without a partial tile.
+// Every query's sums run in the same order in both builds, whatever the
+// tiling, so the two give identical results. Qt, Ot and S are kept lane
+// group by lane group, each group's rows contiguous: with rows a power of two
+// apart they would fall on a few L1 sets. The key block's rows for one head
+// are copied to a small contiguous buffer first: in the cache they sit
+// num_heads*head_dim floats apart (4 KiB for 16 x 64), which would alias the
+// same L1 sets too.
 //
 // Everything here has internal linkage (the unnamed namespace) on purpose:
 // each includer compiles it with its own ISA flags, and a shared inline
@@ -38,14 +44,14 @@ namespace lingbot::cpu::tiled {
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;  // softmax in base 2: e^x = 2^(x log2 e)
-constexpr int kKeyBlock = 64;                  // keys per online-softmax step
-constexpr int kQueryTile = 128;                // queries per work item (a multiple of both ISAs' lanes)
+constexpr int kKeyBlock = 64;      // keys per online-softmax step
+constexpr int kMaxQueryTile = 144;  // the largest Simd::kQueryTile (queries per work item)
 
-// Floats of scratch each thread needs: Qt, Ot [D][QT]; S/P [kKeyBlock][QT];
-// K, V blocks [kKeyBlock][D]; m, l, alpha [QT].
+// Floats of scratch each thread needs: Qt, Ot [D][QT]; S/P [kKeyBlock][QT]
+// (each as [group][rows][kLanes]); K, V blocks [kKeyBlock][D]; m, l, alpha [QT].
 constexpr int64_t scratch_floats(int head_dim) {
-  return 2 * int64_t{head_dim} * kQueryTile + int64_t{kKeyBlock} * kQueryTile + 2 * int64_t{kKeyBlock} * head_dim +
-         3 * kQueryTile;
+  return 2 * int64_t{head_dim} * kMaxQueryTile + int64_t{kKeyBlock} * kMaxQueryTile +
+         2 * int64_t{kKeyBlock} * head_dim + 3 * kMaxQueryTile;
 }
 
 // The stored forms of a key or value element, read back to float32 (the
@@ -137,56 +143,55 @@ inline void with_rows(int rows, F&& f) {
   }
 }
 
-// s[r][lanes] = sum_c kb[r][c] * qt[c][lanes] for R keys, two vectors of lanes.
+// s[r][lanes] = sum_c kb[r][c] * qt[c][lanes] for R keys, Simd::kLaneVectors
+// vectors of lanes.
 //   qt: [head_dim][qt_stride]  kb: [R][head_dim]  s: [R][s_stride]
 template <class Simd, int R>
 inline void scores_tile(const float* qt, int64_t qt_stride, const float* kb, int head_dim, float* s,
                         int64_t s_stride) {
   using V = typename Simd::Reg;
   constexpr int W = Simd::kWidth;
-  V acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = Simd::zero();
+  constexpr int NV = Simd::kLaneVectors;
+  V acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = Simd::zero();
   for (int c = 0; c < head_dim; ++c) {
-    const V q0 = Simd::load(qt + c * qt_stride);
-    const V q1 = Simd::load(qt + c * qt_stride + W);
+    V qv[NV];
+    for (int v = 0; v < NV; ++v) qv[v] = Simd::load(qt + c * qt_stride + v * W);
     for (int r = 0; r < R; ++r) {
       const V k = Simd::broadcast(kb + r * head_dim + c);
-      acc[r][0] = Simd::fmadd(k, q0, acc[r][0]);
-      acc[r][1] = Simd::fmadd(k, q1, acc[r][1]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = Simd::fmadd(k, qv[v], acc[r][v]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    Simd::store(s + r * s_stride, acc[r][0]);
-    Simd::store(s + r * s_stride + W, acc[r][1]);
-  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) Simd::store(s + r * s_stride + v * W, acc[r][v]);
 }
 
 // ot[d0+r][lanes] = ot[d0+r][lanes] * alpha[lanes] + sum_j vb[j][d0+r] * p[j][lanes]
 //   p: [n][p_stride]  vb: [n][head_dim]  ot: [head_dim][ot_stride]
+//   alpha: kLaneVectors vectors of the lanes' rescale factors
 template <class Simd, int R>
 inline void output_tile(const float* p, int64_t p_stride, int n, const float* vb, int head_dim, int d0,
-                        float* ot, int64_t ot_stride, typename Simd::Reg alpha0, typename Simd::Reg alpha1) {
+                        float* ot, int64_t ot_stride, const float* alpha) {
   using V = typename Simd::Reg;
   constexpr int W = Simd::kWidth;
-  V acc[R][2];
-  for (int r = 0; r < R; ++r) {
-    acc[r][0] = Simd::mul(Simd::load(ot + (d0 + r) * ot_stride), alpha0);
-    acc[r][1] = Simd::mul(Simd::load(ot + (d0 + r) * ot_stride + W), alpha1);
+  constexpr int NV = Simd::kLaneVectors;
+  V acc[R][NV];
+  for (int v = 0; v < NV; ++v) {
+    const V a = Simd::load(alpha + v * W);
+    for (int r = 0; r < R; ++r) acc[r][v] = Simd::mul(Simd::load(ot + (d0 + r) * ot_stride + v * W), a);
   }
   for (int j = 0; j < n; ++j) {
-    const V p0 = Simd::load(p + j * p_stride);
-    const V p1 = Simd::load(p + j * p_stride + W);
+    V pv[NV];
+    for (int v = 0; v < NV; ++v) pv[v] = Simd::load(p + j * p_stride + v * W);
     const float* vj = vb + int64_t{j} * head_dim + d0;
     for (int r = 0; r < R; ++r) {
-      const V v = Simd::broadcast(vj + r);
-      acc[r][0] = Simd::fmadd(v, p0, acc[r][0]);
-      acc[r][1] = Simd::fmadd(v, p1, acc[r][1]);
+      const V x = Simd::broadcast(vj + r);
+      for (int v = 0; v < NV; ++v) acc[r][v] = Simd::fmadd(x, pv[v], acc[r][v]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    Simd::store(ot + (d0 + r) * ot_stride, acc[r][0]);
-    Simd::store(ot + (d0 + r) * ot_stride + W, acc[r][1]);
-  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) Simd::store(ot + (d0 + r) * ot_stride + v * W, acc[r][v]);
 }
 
 // out = softmax(scale q k^T) v over the keys of spans[0, count), on
@@ -198,15 +203,21 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
                      float scale, float* out, int threads, float* const* scratch) {
   using V = typename Simd::Reg;
   constexpr int W = Simd::kWidth;
-  constexpr int kLanes = 2 * W;  // queries per register tile
+  constexpr int kLanes = Simd::kLaneVectors * W;  // queries per register tile
   constexpr int kRows = Simd::kTileRows;
-  static_assert(kQueryTile % kLanes == 0);
+  constexpr int kQueryTile = Simd::kQueryTile;
+  static_assert(kQueryTile % kLanes == 0 && kQueryTile <= kMaxQueryTile);
   const int64_t row = int64_t{num_heads} * head_dim;
   const int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
   const int64_t items = tiles * num_heads;  // head-major: threads share a head's keys in cache
   const int D = head_dim;
   const float qscale = scale * kLog2e;
   constexpr int64_t QT = kQueryTile;
+  // Qt, Ot and S are stored group by group ([group][D or kKeyBlock][kLanes]):
+  // a group's rows are then kLanes floats apart, contiguous, instead of QT
+  // floats apart, where a power-of-two stride maps them onto a few L1 sets.
+  const int64_t GQ = int64_t{D} * kLanes;
+  constexpr int64_t GS = int64_t{kKeyBlock} * kLanes;
 #pragma omp parallel num_threads(threads)
   {
     float* qt = scratch[omp_get_thread_num()];
@@ -226,13 +237,14 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
       const int groups = (nt + kLanes - 1) / kLanes;  // lane groups in use
       const int lanes = groups * kLanes;
 
-      // Qt[c][r] = q[i0 + r, h, c] * scale * log2(e); padding lanes are 0.
+      // Qt[g][c][lane] = q[i0 + g * kLanes + lane, h, c] * scale * log2(e);
+      // padding lanes are 0.
       for (int r = 0; r < lanes; ++r) {
         const float* qi = r < nt ? q + (i0 + r) * row + int64_t{h} * D : nullptr;
-        for (int c = 0; c < D; ++c) qt[c * QT + r] = qi ? qi[c] * qscale : 0.f;
+        float* qg = qt + (r / kLanes) * GQ + r % kLanes;
+        for (int c = 0; c < D; ++c) qg[c * kLanes] = qi ? qi[c] * qscale : 0.f;
       }
-      for (int c = 0; c < D; ++c)
-        for (int r = 0; r < lanes; ++r) ot[c * QT + r] = 0.f;
+      for (int64_t i = 0; i < groups * GQ; ++i) ot[i] = 0.f;
       for (int r = 0; r < lanes; ++r) {
         m[r] = -std::numeric_limits<float>::infinity();
         l[r] = 0.f;
@@ -244,23 +256,27 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
         if (n == 0) break;
         for (int g = 0; g < groups; ++g) {
           const int64_t lane0 = int64_t{g} * kLanes;
+          const float* qg = qt + g * GQ;
+          float* sg = s + g * GS;
+          float* og = ot + g * GQ;
           // Scores S[j][lanes] for the block's n keys.
           for (int j0 = 0; j0 < n; j0 += kRows) {
             with_rows<kRows>(n - j0 < kRows ? n - j0 : kRows, [&]<int R>() {
-              scores_tile<Simd, R>(qt + lane0, QT, kb + int64_t{j0} * D, D, s + j0 * QT + lane0, QT);
+              scores_tile<Simd, R>(qg, kLanes, kb + int64_t{j0} * D, D, sg + j0 * kLanes, kLanes);
             });
           }
           // Online softmax per lane: new max, rescale factor, P = 2^(S - max), row sums.
-          for (int half = 0; half < 2; ++half) {
-            const int64_t c0 = lane0 + W * half;
+          for (int v = 0; v < Simd::kLaneVectors; ++v) {
+            const int64_t c0 = lane0 + W * v;
+            float* sv = sg + W * v;
             const V m_old = Simd::load(m + c0);
             V m_new = m_old;
-            for (int j = 0; j < n; ++j) m_new = Simd::max(m_new, Simd::load(s + j * QT + c0));
+            for (int j = 0; j < n; ++j) m_new = Simd::max(m_new, Simd::load(sv + j * kLanes));
             const V a = Simd::exp2(Simd::sub(m_old, m_new));  // 0 on the first block (m = -inf)
             V sum = Simd::zero();
             for (int j = 0; j < n; ++j) {
-              const V pj = Simd::exp2(Simd::sub(Simd::load(s + j * QT + c0), m_new));
-              Simd::store(s + j * QT + c0, pj);
+              const V pj = Simd::exp2(Simd::sub(Simd::load(sv + j * kLanes), m_new));
+              Simd::store(sv + j * kLanes, pj);
               sum = Simd::add(sum, pj);
             }
             Simd::store(m + c0, m_new);
@@ -268,21 +284,20 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
             Simd::store(alpha + c0, a);
           }
           // Ot = Ot * alpha + V^T P.
-          const V a0 = Simd::load(alpha + lane0);
-          const V a1 = Simd::load(alpha + lane0 + W);
           for (int d0 = 0; d0 < D; d0 += kRows) {
             with_rows<kRows>(D - d0 < kRows ? D - d0 : kRows, [&]<int R>() {
-              output_tile<Simd, R>(s + lane0, QT, n, vb, D, d0, ot + lane0, QT, a0, a1);
+              output_tile<Simd, R>(sg, kLanes, n, vb, D, d0, og, kLanes, alpha + lane0);
             });
           }
         }
       }
 
-      // out[i0 + r, h, c] = Ot[c][r] / l[r]
+      // out[i0 + r, h, c] = Ot[g][c][lane] / l[r], r = g * kLanes + lane
       for (int r = 0; r < nt; ++r) {
         float* oi = out + (i0 + r) * row + int64_t{h} * D;
+        const float* og = ot + (r / kLanes) * GQ + r % kLanes;
         const float inv = 1.f / l[r];
-        for (int c = 0; c < D; ++c) oi[c] = ot[c * QT + r] * inv;
+        for (int c = 0; c < D; ++c) oi[c] = og[c * kLanes] * inv;
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -97,6 +98,8 @@ TEST(Attention, EveryKernelMatchesTheReference) {
       {200, 1, 8, {5}},               // fewer keys than one block
       {40, 2, 64, {500}, 4.f},        // scores up to ~100: online max must rescale correctly
       {33, 2, 32, {250, 250}, 8.f},
+      {145, 2, 64, {70, 75}},         // one query past a 144-query tile
+      {300, 3, 24, {129}},            // several tiles; head_dim not a multiple of the tiles' rows
   };
   for (const Problem& p : problems) {
     for (detail::Kernel k : runnable_kernels()) check(p, k, rng);
@@ -170,4 +173,25 @@ TEST(Attention, BadArgumentsAreErrors) {
   EXPECT_THROW(attention(q.data(), 1, {&negative, 1}, 1, 4, 1.f, out.data()), Error);
   EXPECT_THROW(attention(q.data(), 1, {&null_k, 1}, 1, 4, 1.f, out.data()), Error);
   EXPECT_THROW(attention_reference(q.data(), 1, {&null_k, 1}, 1, 4, 1.f, out.data()), Error);
+}
+
+// Both tiled builds add the same products in the same order for every query
+// (only the register tiling differs), so their outputs are identical: the
+// ISA a run picks cannot change its numbers.
+TEST(Attention, TheTiledBuildsAgreeBitForBit) {
+  if (!detail::kernel_available(detail::Kernel::TiledAvx2) || !detail::kernel_available(detail::Kernel::TiledAvx512))
+    GTEST_SKIP() << "needs a CPU with AVX-512";
+  std::mt19937 rng(11);
+  const std::vector<Problem> problems = {
+      {978, 4, 64, {978}}, {145, 2, 64, {64, 1, 200}}, {37, 3, 24, {129}, 4.f}, {1000, 1, 64, {3000}}};
+  for (const Problem& p : problems) {
+    const Data d = make(p, rng);
+    const float scale = 1.f / std::sqrt(static_cast<float>(p.dim));
+    std::vector<float> avx2(d.q.size()), avx512(d.q.size());
+    detail::attention_with(detail::Kernel::TiledAvx2, d.q.data(), p.nq, d.spans, p.heads, p.dim, scale, avx2.data());
+    detail::attention_with(detail::Kernel::TiledAvx512, d.q.data(), p.nq, d.spans, p.heads, p.dim, scale,
+                           avx512.data());
+    EXPECT_EQ(std::memcmp(avx2.data(), avx512.data(), avx2.size() * sizeof(float)), 0)
+        << "nq=" << p.nq << " dim=" << p.dim << ": largest difference " << max_diff(avx2, avx512);
+  }
 }
