@@ -197,7 +197,6 @@ struct Avx2 {
   static constexpr int kWidth = 8;        // floats per vector
   static constexpr int kLaneVectors = 2;  // 16 query lanes per register tile
   static constexpr int kTileRows = 6;     // 12 accumulators of the 16 registers
-  static constexpr int kQueryTile = 128;  // queries per work item
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
@@ -273,18 +272,20 @@ void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const K
   // The tiled kernels' scratch, allocated here: nothing may throw inside
   // their parallel regions.
   const int threads = threads_for(nq, kv, num_heads, head_dim);
+  const int query_tile = tiled::query_tile(nq, num_heads, threads);
   std::vector<Scratch> scratch;
   std::vector<float*> per_thread;
   for (int t = 0; t < threads; ++t) {
-    scratch.emplace_back(static_cast<size_t>(tiled::scratch_floats(head_dim)));
+    scratch.emplace_back(static_cast<size_t>(tiled::scratch_floats(head_dim, query_tile)));
     per_thread.push_back(scratch.back().get());
   }
   if (kernel == Kernel::TiledAvx512) {
-    attention_tiled_avx512(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, per_thread.data());
+    attention_tiled_avx512(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, query_tile,
+                           per_thread.data());
     return;
   }
 #if LINGBOT_ATTENTION_AVX2
-  tiled::attention_tiled<Avx2>(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads,
+  tiled::attention_tiled<Avx2>(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, query_tile,
                                per_thread.data());
 #endif
 }

@@ -15,7 +15,6 @@ struct Avx512 {
   static constexpr int kWidth = 16;       // floats per vector
   static constexpr int kLaneVectors = 3;  // 48 query lanes per register tile
   static constexpr int kTileRows = 8;     // 24 accumulators of the 32 registers; 64 = 8 x 8 rows
-  static constexpr int kQueryTile = 144;  // queries per work item: three register tiles
   static Reg zero() { return _mm512_setzero_ps(); }
   static Reg load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
@@ -48,8 +47,10 @@ struct Avx512 {
 bool avx512_kernels_built() { return true; }
 
 void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
-                            int head_dim, float scale, float* out, int threads, float* const* scratch) {
-  tiled::attention_tiled<Avx512>(q, nq, spans, count, num_heads, head_dim, scale, out, threads, scratch);
+                            int head_dim, float scale, float* out, int threads, int query_tile,
+                            float* const* scratch) {
+  tiled::attention_tiled<Avx512>(q, nq, spans, count, num_heads, head_dim, scale, out, threads, query_tile,
+                                 scratch);
 }
 
 }  // namespace lingbot::cpu::detail
@@ -58,7 +59,7 @@ void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, siz
 
 namespace lingbot::cpu::detail {
 bool avx512_kernels_built() { return false; }
-void attention_tiled_avx512(const float*, int64_t, const KvSpan*, size_t, int, int, float, float*, int,
+void attention_tiled_avx512(const float*, int64_t, const KvSpan*, size_t, int, int, float, float*, int, int,
                             float* const*) {}
 }  // namespace lingbot::cpu::detail
 

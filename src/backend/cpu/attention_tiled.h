@@ -45,13 +45,26 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;  // softmax in base 2: e^x = 2^(x log2 e)
 constexpr int kKeyBlock = 64;      // keys per online-softmax step
-constexpr int kMaxQueryTile = 144;  // the largest Simd::kQueryTile (queries per work item)
+// Queries per work item: a multiple of every build's lanes (16 and 48).
+// Each item copies every key block of its head out of the cache once, so
+// the fewer items per head the fewer copies (against a full window, 70k
+// keys x 512 bytes per head and item); but a few items per thread keep the
+// threads evenly loaded. query_tile() picks between the two.
+constexpr int kQueryTileStep = 48;
+constexpr int kMaxQueryTile = 21 * kQueryTileStep;  // 1008: a whole frame's 978 tokens
+
+inline int query_tile(int64_t nq, int num_heads, int threads) {
+  const int64_t tiles_per_head = (2 * int64_t{threads} + num_heads - 1) / num_heads;  // >= 2 items per thread
+  const int64_t per_tile = (nq + tiles_per_head - 1) / tiles_per_head;
+  const int64_t rounded = (per_tile + kQueryTileStep - 1) / kQueryTileStep * kQueryTileStep;
+  return static_cast<int>(rounded < kMaxQueryTile ? rounded : kMaxQueryTile);
+}
 
 // Floats of scratch each thread needs: Qt, Ot [D][QT]; S/P [kKeyBlock][QT]
 // (each as [group][rows][kLanes]); K, V blocks [kKeyBlock][D]; m, l, alpha [QT].
-constexpr int64_t scratch_floats(int head_dim) {
-  return 2 * int64_t{head_dim} * kMaxQueryTile + int64_t{kKeyBlock} * kMaxQueryTile +
-         2 * int64_t{kKeyBlock} * head_dim + 3 * kMaxQueryTile;
+constexpr int64_t scratch_floats(int head_dim, int query_tile) {
+  return 2 * int64_t{head_dim} * query_tile + int64_t{kKeyBlock} * query_tile + 2 * int64_t{kKeyBlock} * head_dim +
+         3 * int64_t{query_tile};
 }
 
 // The stored forms of a key or value element, read back to float32 (the
@@ -195,24 +208,23 @@ inline void output_tile(const float* p, int64_t p_stride, int n, const float* vb
 }
 
 // out = softmax(scale q k^T) v over the keys of spans[0, count), on
-// `threads` threads (OpenMP over heads x query tiles), thread t using
-// scratch[t] (64-byte aligned, scratch_floats(head_dim) floats). nq >= 1 and
-// at least one key.
+// `threads` threads (OpenMP over heads x tiles of query_tile queries, a
+// multiple of kQueryTileStep), thread t using scratch[t] (64-byte aligned,
+// scratch_floats(head_dim, query_tile) floats). nq >= 1 and at least one key.
 template <class Simd>
 void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads, int head_dim,
-                     float scale, float* out, int threads, float* const* scratch) {
+                     float scale, float* out, int threads, int query_tile, float* const* scratch) {
   using V = typename Simd::Reg;
   constexpr int W = Simd::kWidth;
   constexpr int kLanes = Simd::kLaneVectors * W;  // queries per register tile
   constexpr int kRows = Simd::kTileRows;
-  constexpr int kQueryTile = Simd::kQueryTile;
-  static_assert(kQueryTile % kLanes == 0 && kQueryTile <= kMaxQueryTile);
+  static_assert(kQueryTileStep % kLanes == 0);
   const int64_t row = int64_t{num_heads} * head_dim;
-  const int64_t tiles = (nq + kQueryTile - 1) / kQueryTile;
+  const int64_t tiles = (nq + query_tile - 1) / query_tile;
   const int64_t items = tiles * num_heads;  // head-major: threads share a head's keys in cache
   const int D = head_dim;
   const float qscale = scale * kLog2e;
-  constexpr int64_t QT = kQueryTile;
+  const int64_t QT = query_tile;
   // Qt, Ot and S are stored group by group ([group][D or kKeyBlock][kLanes]):
   // a group's rows are then kLanes floats apart, contiguous, instead of QT
   // floats apart, where a power-of-two stride maps them onto a few L1 sets.
@@ -311,7 +323,8 @@ namespace lingbot::cpu::detail {
 // attention_tiled<Avx512> (attention_avx512.cpp); call only where
 // avx512_kernels_built() and the CPU has AVX-512.
 void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
-                            int head_dim, float scale, float* out, int threads, float* const* scratch);
+                            int head_dim, float scale, float* out, int threads, int query_tile,
+                            float* const* scratch);
 // Whether this build compiled the AVX-512 kernels (x86-64 builds do).
 bool avx512_kernels_built();
 
