@@ -37,10 +37,6 @@
   CHOICE(Device, cpu_dtype, "fp32", "fp32|bf16",                                                             \
          "Number type of the CPU path's transformer: fp32, or bf16 (bfloat16 weights and activations with "    \
          "float32 sums, through oneDNN; for CPUs with AVX512-BF16 or AMX; half the weight memory)")             \
-  CHOICE(Device, weight_dtype, "auto", "auto|fp8",                                                            \
-         "Storage of the transformer's weights: auto (the compute type: bfloat16 on the GPU, cpu_dtype on the " \
-         "CPU), or fp8 (e4m3 with a float32 scale per output channel, widened before each product: half of "   \
-         "bf16's memory)")                                                                                      \
   CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
   CHOICE(Stream, kv_dtype, "auto", "auto|bf16|fp8",                                                          \
          "Storage of the KV cache's keys and values: auto (the compute type: bfloat16 on the GPU, float32 on "  \
