@@ -50,7 +50,7 @@ fi
 if [ "$TESTS" = 1 ]; then
   log "CUDA tests: KV caches (fp8 included) and the small model with the fp8 cache on the GPU"
   tests_bin=$B/bin/$(target_matching "$B" cuda_tests)
-  timeout 300 "$tests_bin" --gtest_filter='*KvCache*:*KvAppend*:*CudaBackendModel.Fp8*' > "$W/tests.log" 2>&1
+  timeout 300 "$tests_bin" --gtest_filter='*KvCache*:*KvAppend*:*KvFp8*:*CudaBackendModel.Fp8*' > "$W/tests.log" 2>&1
   note "tests rc=$?"
   grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|cuda fp8 kv .*(pose_enc|depth) " "$W/tests.log" | cut -c1-200 | tee -a "$S"
   keep

@@ -4,7 +4,10 @@
 #include "backend/cuda/cuda_check.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 namespace lingbot::cuda {
 
@@ -116,6 +119,60 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 
+// The same read-back, 16 codes per thread: one 16-byte load of codes, two
+// 16-byte stores of bfloat16. A page's codes and scales are both laid out
+// [kv][slot][head] (codes with head_dim more per entry), so code byte i's
+// scale is scales[i / head_dim] and its bfloat16 lands at element i of the
+// staging page: no per-item decomposition into page, slot and head. Needs
+// head_dim % 16 == 0 (a load never straddles two heads) and 16-byte aligned
+// pages (launch_kv_dequantise checks both).
+//
+// e4m3 -> f16 is a bit move: sign to bit 15, exponent and mantissa to bits
+// 7-13, which is the code's value times 2^-8 (normals and subnormals alike,
+// and the codes 0x7f / 0xff decode to +-480 as from_e4m3 does), so the 2^8 is
+// folded into the scale. f16 -> f32 is exact and (x * 2^8) * scale rounds
+// like x * (2^8 * scale), so the result is from_e4m3(code) * scale bit for bit.
+__device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  lo = ((w & 0x7fu) << 7) | ((w & 0x80u) << 8) | ((w & 0x7f00u) << 15) | ((w & 0x8000u) << 16);
+  hi = ((w & 0x7f0000u) >> 9) | ((w & 0x800000u) >> 8) | ((w & 0x7f000000u) >> 1) | (w & 0x80000000u);
+}
+
+__device__ __forceinline__ uint32_t scaled_bf16x2(uint32_t f16x2, float scale) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&f16x2));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    kv_dequantise_vector_kernel(const KvTableHeader* table, int block, const KvTableHeader* staging,
+                                Fp8PageShape shape) {
+  const KvTableHeader& t = *table;
+  const KvTableHeader& out_table = *staging;
+  const int chunks = static_cast<int>(shape.codes_bytes() / 16);  // per page
+  const int chunks_per_head = shape.head_dim / 16;
+  const int64_t block_offset = int64_t{block} * t.block_stride;
+  for (int page = blockIdx.y; page < t.num_pages; page += gridDim.y) {
+    const char* base = t.page_ptrs[page] + block_offset;
+    const uint4* codes = reinterpret_cast<const uint4*>(base);
+    const float* scales = reinterpret_cast<const float*>(base + shape.codes_bytes());
+    uint4* out = reinterpret_cast<uint4*>(out_table.page_ptrs[page]);
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += gridDim.x * blockDim.x) {
+      const uint4 w = __ldg(codes + c);
+      const float scale = __ldg(scales + c / chunks_per_head) * 256.f;
+      uint32_t h[8];
+      e4m3x4_to_f16x4(w.x, h[0], h[1]);
+      e4m3x4_to_f16x4(w.y, h[2], h[3]);
+      e4m3x4_to_f16x4(w.z, h[4], h[5]);
+      e4m3x4_to_f16x4(w.w, h[6], h[7]);
+      out[2 * c] = make_uint4(scaled_bf16x2(h[0], scale), scaled_bf16x2(h[1], scale), scaled_bf16x2(h[2], scale),
+                              scaled_bf16x2(h[3], scale));
+      out[2 * c + 1] = make_uint4(scaled_bf16x2(h[4], scale), scaled_bf16x2(h[5], scale),
+                                  scaled_bf16x2(h[6], scale), scaled_bf16x2(h[7], scale));
+    }
+  }
+}
+
+
 }  // namespace
 
 void launch_kv_append_fp8(const KvTableHeader* table, int block, const void* k, const void* v, bool input_is_bf16,
@@ -134,8 +191,18 @@ void launch_kv_append_fp8(const KvTableHeader* table, int block, const void* k, 
 
 void launch_kv_dequantise(const KvTableHeader* table, int block, const KvTableHeader* staging,
                           const Fp8PageShape& shape, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(current_device_sm_count() * kBlocksPerSm * 2);
-  kv_dequantise_kernel<<<grid, kThreads, 0, stream>>>(table, block, staging, shape);
+  if (shape.head_dim % 16 == 0 && shape.page_bytes() % 16 == 0) {
+    // One page's chunks across x (at most one chunk per thread), pages across
+    // y: a fixed grid (it is recorded in CUDA graphs) whose CTAs each loop
+    // over every gridDim.y-th visible page.
+    const int64_t chunks = shape.codes_bytes() / 16;
+    const unsigned x = static_cast<unsigned>(std::min<int64_t>((chunks + kThreads - 1) / kThreads, 1024));
+    const unsigned y = static_cast<unsigned>(std::max(1, current_device_sm_count() * kBlocksPerSm * 8 / static_cast<int>(x)));
+    kv_dequantise_vector_kernel<<<dim3(x, std::min(y, 64u)), kThreads, 0, stream>>>(table, block, staging, shape);
+  } else {
+    const unsigned grid = static_cast<unsigned>(current_device_sm_count() * kBlocksPerSm * 2);
+    kv_dequantise_kernel<<<grid, kThreads, 0, stream>>>(table, block, staging, shape);
+  }
   LB_CUDA_CHECK_LAUNCH();
 }
 
