@@ -24,6 +24,11 @@
 
 namespace lingbot::cpu {
 
+// The arithmetic of attention's two products: float32 (attention()), or
+// bfloat16 operands with float32 sums (attention_bf16(), the bf16 mode on
+// CPUs with AMX).
+enum class AttentionProducts : uint8_t { F32, Bf16 };
+
 // How a span's keys and values are stored.
 enum class KvElement : uint8_t { F32, Bf16, Fp8 };
 

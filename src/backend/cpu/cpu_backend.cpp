@@ -2,6 +2,8 @@
 // The ops live in cpu_layers.cpp (token matrices) and cpu_image_ops.cpp (NCHW).
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/cpu_kv_cache.h"
 #include "backend/cpu/bf16_kv_bridge.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
@@ -55,13 +57,21 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products product
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
+  // With oneDNN's bf16 products (AMX) attention's products go the same way;
+  // with the widened kernel (no AMX) bf16 products would be the slower ones.
+  if (compute == DType::BF16 && products == Bf16Products::OnednnBf16 && isa == Isa::Avx512 &&
+      bf16_attention_available()) {
+    attention_products_ = AttentionProducts::Bf16;
+  }
 }
 
 std::string CpuBackend::name() const {
   return fmt::format("cpu ({} threads, {}, own kernels {}{})", num_threads(), gemm_name(), isa_name(isa_),
                      compute_ != DType::BF16                          ? ""
-                     : bf16_products_ == Bf16Products::OnednnBf16 ? ", bf16: oneDNN matmul " + bf16_matmul_name()
-                                                                  : ", bf16: weights widened to sgemm (no AMX)");
+                     : bf16_products_ == Bf16Products::OnednnBf16
+                         ? ", bf16: oneDNN matmul " + bf16_matmul_name() +
+                               (attention_products_ == AttentionProducts::Bf16 ? ", attention bf16" : "")
+                         : ", bf16: weights widened to sgemm (no AMX)");
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }
@@ -113,7 +123,7 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<kv::KvCache> CpuBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                        const kv::TokenLayout& tokens, int num_blocks) {
-  auto store = kv::make_cpu_cache(layout, config, tokens, num_blocks);
+  auto store = make_cpu_store(layout, config, tokens, num_blocks, attention_products_);
   return compute_ == DType::BF16 ? widen_bf16_for(std::move(store)) : std::move(store);
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "backend/backend.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/onednn_conv.h"
 #include "backend/cpu/onednn_matmul.h"
@@ -105,6 +106,7 @@ class CpuBackend final : public Backend {
   Isa isa_;  // which build of our own kernels this backend calls
   DType compute_;  // F32, or BF16 in the bf16 mode
   Bf16Products bf16_products_;
+  AttentionProducts attention_products_ = AttentionProducts::F32;  // Bf16: attention_bf16.h
   std::unique_ptr<OnednnMatmuls> matmuls_;  // the bf16 mode's primitives
   // conv2d's oneDNN primitives and scratch, kept from call to call.
   std::unique_ptr<OnednnConvolutions> convolutions_;

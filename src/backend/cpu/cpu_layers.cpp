@@ -5,6 +5,7 @@
 // and write bfloat16 token matrices but compute on float32 copies of rows.
 // Loops are written so that they vectorise.
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_convert.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
@@ -321,10 +322,16 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, in
     out32.resize(static_cast<size_t>(out.numel()));
     po = out32.data();
   }
+  const bool bf16_products = attention_products_ == AttentionProducts::Bf16 && q.dtype() == DType::BF16 &&
+                             n >= kMinBf16AttentionQueries;
   for (int g = 0; g < groups; ++g) {
     const int64_t off = g * n * C;
     const KvSpan span{pk + off, pv + off, n};
-    cpu::attention(pq + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po + off);
+    if (bf16_products) {
+      cpu::attention_bf16(pq + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po + off);
+    } else {
+      cpu::attention(pq + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po + off);
+    }
   }
   if (po != out.data()) bf16_from_f32(po, out.data_as<uint16_t>(), out.numel());
 }

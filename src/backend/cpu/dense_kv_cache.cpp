@@ -10,8 +10,10 @@ namespace {
 constexpr int64_t kSlabFloats = int64_t{1} << 20;  // ~4 MiB: many small frames per slab, large frames alone
 }
 
-DenseKvCache::DenseKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks)
-    : config_(config),
+DenseKvCache::DenseKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks,
+                           AttentionProducts products)
+    : products_(products),
+      config_(config),
       layout_(layout),
       window_(config, layout),
       steps_(num_blocks),
@@ -148,7 +150,7 @@ std::vector<KvSpan> DenseKvCache::visible_spans(int block) const {
 void DenseKvCache::attend(int block, const Tensor& q, Tensor& out) {
   steps_.check_attend(block);
   const std::vector<KvSpan> spans = visible_spans(block);
-  attend_spans(layout_, spans, q, out);
+  attend_spans(layout_, spans, q, out, products_);
 }
 
 std::pair<Tensor, Tensor> DenseKvCache::gather_visible(int block) const {

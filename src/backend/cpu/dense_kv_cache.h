@@ -36,7 +36,9 @@ namespace lingbot::cpu {
 
 class DenseKvCache final : public kv::KvCache {
  public:
-  DenseKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks);
+  // products: attention's arithmetic (the bf16 mode's stores take Bf16 on AMX CPUs).
+  DenseKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks,
+               AttentionProducts products = AttentionProducts::F32);
 
   void begin_step(int num_frames, bool store) override;
   void append(int block, const Tensor& k, const Tensor& v) override;
@@ -71,6 +73,7 @@ class DenseKvCache final : public kv::KvCache {
   // The visible keys of a block: retained, listed frames, then the step's temporary frames.
   std::vector<KvSpan> visible_spans(int block) const;
 
+  AttentionProducts products_;
   kv::CacheConfig config_;
   kv::TokenLayout layout_;
   kv::WindowPolicy window_;

@@ -1,5 +1,7 @@
 #include "backend/cpu/kv_spans.h"
 
+#include "backend/cpu/attention_bf16.h"
+
 #include "core/half.h"
 #include "kv/fp8_e4m3.h"
 #include "kv/step_tracker.h"
@@ -9,7 +11,8 @@
 
 namespace lingbot::cpu {
 
-void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, const Tensor& q, Tensor& out) {
+void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, const Tensor& q, Tensor& out,
+                  AttentionProducts products) {
   LB_CHECK(q.defined() && q.ndim() == 3, "kv cache: attend: q must be [nq, {}, {}], got {}", layout.num_heads,
            layout.head_dim, q.defined() ? q.describe() : std::string("an undefined tensor"));
   const int64_t nq = q.dim(0);
@@ -20,6 +23,10 @@ void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, 
   LB_CHECK(nq == 0 || q_begin + q.nbytes() <= o_begin || o_begin + out.nbytes() <= q_begin,
            "kv cache: attend: out overlaps q");
   const float scale = 1.f / std::sqrt(static_cast<float>(layout.head_dim));
+  if (products == AttentionProducts::Bf16 && nq >= kMinBf16AttentionQueries) {
+    attention_bf16(q.f32(), nq, spans, layout.num_heads, layout.head_dim, scale, out.f32());
+    return;
+  }
   attention(q.f32(), nq, spans, layout.num_heads, layout.head_dim, scale, out.f32());
 }
 

@@ -12,8 +12,11 @@
 namespace lingbot::cpu {
 
 // Checks q/out ([nq, num_heads, head_dim] float32 CPU, same shape, distinct
-// memory) and runs attention() with scale 1/sqrt(head_dim).
-void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, const Tensor& q, Tensor& out);
+// memory) and runs attention() with scale 1/sqrt(head_dim), or
+// attention_bf16() for AttentionProducts::Bf16 (from 16 queries on: below
+// that the float32 kernel is as fast).
+void attend_spans(const kv::TokenLayout& layout, std::span<const KvSpan> spans, const Tensor& q, Tensor& out,
+                  AttentionProducts products = AttentionProducts::F32);
 
 // Copies the spans' keys and values, in order, into two [n, num_heads, head_dim]
 // float32 tensors (read back from the spans' storage type).

@@ -6,8 +6,10 @@
 
 namespace lingbot::cpu {
 
-PagedKvCache::PagedKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks)
-    : config_(config),
+PagedKvCache::PagedKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks,
+                           AttentionProducts products)
+    : products_(products),
+      config_(config),
       layout_(layout),
       planner_(config, layout),
       steps_(num_blocks),
@@ -77,7 +79,7 @@ std::vector<KvSpan> PagedKvCache::spans_of(int block, const kv::PageTable& table
 void PagedKvCache::attend(int block, const Tensor& q, Tensor& out) {
   steps_.check_attend(block);
   const std::vector<KvSpan> spans = spans_of(block, planner_.plan().visible);
-  attend_spans(layout_, spans, q, out);
+  attend_spans(layout_, spans, q, out, products_);
 }
 
 std::pair<Tensor, Tensor> PagedKvCache::gather_visible(int block) const {

@@ -25,7 +25,9 @@ namespace lingbot::cpu {
 
 class PagedKvCache final : public kv::KvCache {
  public:
-  PagedKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks);
+  // products: attention's arithmetic (the bf16 mode's stores take Bf16 on AMX CPUs).
+  PagedKvCache(const kv::CacheConfig& config, const kv::TokenLayout& layout, int num_blocks,
+               AttentionProducts products = AttentionProducts::F32);
 
   void begin_step(int num_frames, bool store) override;
   void append(int block, const Tensor& k, const Tensor& v) override;
@@ -53,6 +55,7 @@ class PagedKvCache final : public kv::KvCache {
   void ensure_pages(BlockMemory& mem, int32_t pages);
   std::vector<KvSpan> spans_of(int block, const kv::PageTable& table) const;
 
+  AttentionProducts products_;
   kv::CacheConfig config_;
   kv::TokenLayout layout_;
   kv::PagePlanner planner_;

@@ -1,0 +1,219 @@
+#include "backend/cpu/attention_bf16.h"
+
+#include "backend/cpu/attention_tiled.h"
+#include "backend/cpu/cpu_isa.h"
+#include "core/error.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace lingbot::cpu {
+
+namespace {
+
+using dnnl::memory;
+using Dt = memory::data_type;
+
+constexpr int kMaxQueryTile = 256;  // queries per work item
+constexpr int kKeyBlock = 512;      // keys per softmax step: S is 256 x 512 floats (512 KiB, in L2)
+constexpr int kRowStep = 16;        // query tiles are padded to a multiple of this
+
+// The two products of one work item's shape (query tile rows, head_dim).
+struct Products {
+  dnnl::matmul scores;  // S[rows][kKeyBlock] = Q[rows][D] . K[kKeyBlock][D]^T
+  dnnl::matmul values;  // O[rows][D] += P[rows][kKeyBlock] . V[kKeyBlock][D]
+  memory::desc q, k, s, p, v, o;
+};
+
+Products make_products(const dnnl::engine& engine, int rows, int head_dim) {
+  Products p;
+  const int64_t M = rows, D = head_dim, N = kKeyBlock;
+  p.q = memory::desc({M, D}, Dt::bf16, {D, 1});
+  p.k = memory::desc({D, N}, Dt::bf16, {1, D});  // K [N][D] row-major, read as K^T
+  p.s = memory::desc({M, N}, Dt::f32, {N, 1});
+  p.p = memory::desc({M, N}, Dt::bf16, {N, 1});
+  p.v = memory::desc({N, D}, Dt::bf16, {D, 1});
+  p.o = memory::desc({M, D}, Dt::f32, {D, 1});
+  p.scores = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.q, p.k, p.s), engine));
+  dnnl::post_ops accumulate;
+  accumulate.append_sum(1.0f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(accumulate);
+  p.values = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.p, p.v, p.o), attr, engine));
+  return p;
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+template <typename T>
+std::unique_ptr<T[], AlignedFree> aligned_array(size_t count) {
+  const size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+  auto* p = static_cast<T*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes));
+  LB_CHECK(p != nullptr, "attention (bf16): out of memory for {} bytes of scratch", bytes);
+  return std::unique_ptr<T[], AlignedFree>(p);
+}
+
+// One thread's primitives (per tile height), stream and buffers.
+struct Lane {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<std::pair<int, int>, Products> products;  // (rows, head_dim)
+  int head_dim = 0;
+  std::unique_ptr<uint16_t[], AlignedFree> q, k, v, p;
+  std::unique_ptr<float[], AlignedFree> s, o, kf, vf, m, l;
+
+  void reserve(int dim) {
+    if (dim == head_dim) return;
+    head_dim = dim;
+    q = aligned_array<uint16_t>(size_t{kMaxQueryTile} * dim);
+    k = aligned_array<uint16_t>(size_t{kKeyBlock} * dim);
+    v = aligned_array<uint16_t>(size_t{kKeyBlock} * dim);
+    p = aligned_array<uint16_t>(size_t{kMaxQueryTile} * kKeyBlock);
+    s = aligned_array<float>(size_t{kMaxQueryTile} * kKeyBlock);
+    o = aligned_array<float>(size_t{kMaxQueryTile} * dim);
+    kf = aligned_array<float>(size_t{kKeyBlock} * dim);
+    vf = aligned_array<float>(size_t{kKeyBlock} * dim);
+    m = aligned_array<float>(kMaxQueryTile);
+    l = aligned_array<float>(kMaxQueryTile);
+  }
+  Products& products_for(int rows, int dim) {
+    auto it = products.find({rows, dim});
+    if (it == products.end()) it = products.emplace(std::make_pair(rows, dim), make_products(engine, rows, dim)).first;
+    return it->second;
+  }
+};
+
+// Each calling thread's lanes, one per OpenMP thread of its team: a primitive
+// and a stream are used by one thread at a time.
+std::vector<std::unique_ptr<Lane>>& lanes_of_this_thread() {
+  thread_local std::vector<std::unique_ptr<Lane>> lanes;
+  return lanes;
+}
+
+int query_tile_rows(int64_t nq) {
+  const int64_t rows = std::min<int64_t>(nq, kMaxQueryTile);
+  return static_cast<int>((rows + kRowStep - 1) / kRowStep * kRowStep);
+}
+
+// One work item: head h, queries [i0, i0 + rows) of nq, padded to `tile`.
+void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
+              int D, float c, float* out, int h, int64_t i0, int tile) {
+  const int rows = static_cast<int>(std::min<int64_t>(tile, nq - i0));
+  const int64_t row = int64_t{num_heads} * D;
+  detail::bf16_round_rows_avx512(q + i0 * row + int64_t{h} * D, row, rows, D, lane.q.get(), D);
+  std::fill(lane.q.get() + int64_t{rows} * D, lane.q.get() + int64_t{tile} * D, uint16_t{0});
+  std::fill(lane.o.get(), lane.o.get() + int64_t{tile} * D, 0.f);
+  std::fill(lane.m.get(), lane.m.get() + tile, -std::numeric_limits<float>::infinity());
+  std::fill(lane.l.get(), lane.l.get() + tile, 0.f);
+  memory mq(pr.q, lane.engine, lane.q.get()), mk(pr.k, lane.engine, lane.k.get()), ms(pr.s, lane.engine, lane.s.get());
+  memory mp(pr.p, lane.engine, lane.p.get()), mv(pr.v, lane.engine, lane.v.get()), mo(pr.o, lane.engine, lane.o.get());
+  const std::unordered_map<int, memory> scores_args{{DNNL_ARG_SRC, mq}, {DNNL_ARG_WEIGHTS, mk}, {DNNL_ARG_DST, ms}};
+  const std::unordered_map<int, memory> values_args{{DNNL_ARG_SRC, mp}, {DNNL_ARG_WEIGHTS, mv}, {DNNL_ARG_DST, mo}};
+  tiled::KeyStream keys(spans, count, num_heads, D, h);
+  for (;;) {
+    const int n = keys.next_block(kKeyBlock, D, lane.kf.get(), lane.vf.get());
+    if (n == 0) break;
+    detail::bf16_round_rows_avx512(lane.kf.get(), D, n, D, lane.k.get(), D);
+    detail::bf16_round_rows_avx512(lane.vf.get(), D, n, D, lane.v.get(), D);
+    if (n < kKeyBlock) {  // padding keys: zero K (scores masked anyway) and zero V (P is 0 there)
+      std::fill(lane.k.get() + int64_t{n} * D, lane.k.get() + int64_t{kKeyBlock} * D, uint16_t{0});
+      std::fill(lane.v.get() + int64_t{n} * D, lane.v.get() + int64_t{kKeyBlock} * D, uint16_t{0});
+    }
+    pr.scores.execute(lane.stream, scores_args);
+    detail::bf16_softmax_step_avx512(lane.s.get(), tile, n, kKeyBlock, c, lane.m.get(), lane.l.get(), lane.o.get(),
+                                     D, lane.p.get());
+    pr.values.execute(lane.stream, values_args);
+  }
+  lane.stream.wait();
+  for (int r = 0; r < rows; ++r) {
+    const float inv = 1.f / lane.l[r];  // l >= 1: the row's maximum contributes 2^0
+    const float* orow = lane.o.get() + int64_t{r} * D;
+    float* dst = out + (i0 + r) * row + int64_t{h} * D;
+    for (int d = 0; d < D; ++d) dst[d] = orow[d] * inv;
+  }
+}
+
+}  // namespace
+
+bool bf16_attention_available() {
+  static const bool available = [] {
+    if (!detail::bf16_attention_avx512_built() || !cpu_supports(Isa::Avx512)) return false;
+    try {
+      const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+      make_products(engine, kMaxQueryTile, 64);
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return available;
+}
+
+void attention_bf16(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim, float scale,
+                    float* out) {
+  detail::check_arguments(q, nq, kv, num_heads, head_dim, out);
+  LB_CHECK(bf16_attention_available(), "attention (bf16): needs AVX-512 and oneDNN bf16 matmul on this CPU");
+  if (nq == 0) return;
+  if (detail::total_keys(kv) == 0) {
+    std::fill(out, out + nq * num_heads * head_dim, 0.f);
+    return;
+  }
+  const int tile = query_tile_rows(nq);
+  const int64_t tiles = (nq + tile - 1) / tile;
+  const int64_t items = tiles * num_heads;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));
+  // Lanes, buffers and primitives are made here: nothing may throw inside
+  // the parallel region.
+  auto& lanes = lanes_of_this_thread();
+  std::vector<Products*> products;
+  try {
+    while (static_cast<int>(lanes.size()) < threads) lanes.push_back(std::make_unique<Lane>());
+    for (int t = 0; t < threads; ++t) {
+      lanes[static_cast<size_t>(t)]->reserve(head_dim);
+      products.push_back(&lanes[static_cast<size_t>(t)]->products_for(tile, head_dim));
+    }
+  } catch (const dnnl::error& e) {
+    fail("attention (bf16): oneDNN could not make its products for {} queries, head_dim {} ({})", tile, head_dim,
+         e.what());
+  }
+  const float c = scale * tiled::kLog2e;
+  std::atomic<bool> failed{false};
+  std::string failure;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    Lane& lane = *lanes[static_cast<size_t>(t)];
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < items; ++item) {
+      if (failed.load(std::memory_order_relaxed)) continue;
+      const int h = static_cast<int>(item / tiles);
+      const int64_t i0 = (item % tiles) * tile;
+      try {
+        run_item(lane, *products[static_cast<size_t>(t)], q, nq, kv.data(), kv.size(), num_heads, head_dim, c, out, h,
+                 i0, tile);
+      } catch (const dnnl::error& e) {
+#pragma omp critical(lingbot_attention_bf16_failure)
+        {
+          if (!failed.exchange(true)) failure = e.what();
+        }
+      }
+    }
+  }
+  if (failed) fail("attention (bf16): oneDNN failed ({})", failure);
+}
+
+}  // namespace lingbot::cpu

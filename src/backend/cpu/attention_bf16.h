@@ -1,0 +1,56 @@
+// Attention with bfloat16 matrix products, for the bf16 mode (--cpu-dtype
+// bf16) on CPUs with AMX.
+//
+// The same online softmax as attention() (FlashAttention's recurrence), but
+// its two products per key block run through oneDNN matmul primitives on
+// bfloat16 operands with float32 sums, which oneDNN executes on AMX tiles:
+//   S  = Q K^T              (bf16 x bf16 -> f32, exact products)
+//   P  = 2^(S c - m)        (f32, then rounded to bf16 for the next product)
+//   O  = O alpha + P V      (bf16 x bf16 -> f32, added into O by the primitive)
+// with c = scale * log2(e), m the running row maximum and alpha = 2^(m_old -
+// m_new). The row sums l are kept in float32 from the unrounded P, and out =
+// O / l. In the bf16 mode q, k and v are bfloat16 values already (the outputs
+// of bf16 products), so the only rounding added against the float32 kernel is
+// P's, as in FlashAttention's bf16 kernels and upstream's bf16 SDPA.
+//
+// Work items are (head, tile of up to 256 queries); each runs on one thread
+// with its own primitives and stream (oneDNN runs a primitive single-threaded
+// inside our parallel region), and streams its head's keys and values in
+// blocks of 512 out of the spans (any stored element type), converted to
+// bf16 and zero-padded, their scores masked.
+#pragma once
+
+#include "backend/cpu/attention.h"
+
+#include <cstdint>
+#include <span>
+
+namespace lingbot::cpu {
+
+// Whether attention_bf16() can run here: AVX-512 (its softmax pass) and
+// oneDNN bf16 matmul primitives for its shapes. It is fast only with AMX
+// (cpu_has_amx_bf16()); elsewhere it runs, slower than attention(), for tests.
+bool bf16_attention_available();
+
+// Below this many queries attention() is as fast (the products' tiles are 16 rows).
+inline constexpr int64_t kMinBf16AttentionQueries = 16;
+
+// As attention() (attention.h: shapes, spans, scale, empty key sets), q read
+// as bfloat16 (rounded to nearest even if it is not bf16-valued).
+void attention_bf16(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim,
+                    float scale, float* out);
+
+namespace detail {
+// The AVX-512 passes (attention_bf16_avx512.cpp), plain loops over pointers.
+//   rows x cols float32 -> bfloat16 bits, nearest even; dst row stride dst_ld.
+void bf16_round_rows_avx512(const float* src, int64_t src_ld, int rows, int cols, uint16_t* dst, int64_t dst_ld);
+//   One key block's softmax step for `rows` query rows: s [rows][ld] scores of
+//   which the first n are keys (the rest padding), m / l running max and sum,
+//   o [rows][head_dim] scaled by alpha in place, p [rows][ld] bf16 bits out
+//   (0 beyond n).
+void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o,
+                              int head_dim, uint16_t* p);
+bool bf16_attention_avx512_built();
+}  // namespace detail
+
+}  // namespace lingbot::cpu

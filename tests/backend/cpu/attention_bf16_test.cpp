@@ -1,0 +1,127 @@
+// cpu::attention_bf16 (bf16 products through oneDNN, attention_bf16.h)
+// against the double-precision reference over the same bf16-valued q, k and
+// v: query counts around its 16-row padding and 256-query tiles, key counts
+// around its 512-key blocks, several spans (float32 and bfloat16 storage),
+// head_dim 64 and 32, large scores. Its one rounding beyond the reference is
+// P's to bfloat16 (relative 2^-9 per weight), so each output may move by
+// 2^-9 of max|v| plus float32 noise. Also: no keys, thread-count independence.
+// Skipped where oneDNN has no bf16 matmul or the CPU no AVX-512.
+#include "backend/cpu/attention_bf16.h"
+
+#include "core/half.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+using namespace lingbot;
+using namespace lingbot::cpu;
+
+namespace {
+
+float bf16_valued(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+
+struct Case {
+  int64_t nq;
+  int heads, dim;
+  std::vector<int64_t> span_tokens;
+  float magnitude = 1.f;
+  bool bf16_storage = false;  // spans after the first hold bfloat16 bits
+};
+
+struct Data {
+  std::vector<float> q, k, v;
+  std::vector<std::vector<uint16_t>> k16, v16;
+  std::vector<KvSpan> spans;
+  double vmax = 0;
+};
+
+Data make(const Case& c, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Data d;
+  const int64_t row = int64_t{c.heads} * c.dim;
+  int64_t nk = 0;
+  for (int64_t t : c.span_tokens) nk += t;
+  d.q.resize(static_cast<size_t>(c.nq * row));
+  d.k.resize(static_cast<size_t>(nk * row));
+  d.v.resize(static_cast<size_t>(nk * row));
+  for (float& x : d.q) x = bf16_valued(normal(rng) * c.magnitude);
+  for (float& x : d.k) x = bf16_valued(normal(rng) * c.magnitude);
+  for (float& x : d.v) {
+    x = bf16_valued(normal(rng));
+    d.vmax = std::max(d.vmax, std::fabs(double{x}));
+  }
+  int64_t at = 0;
+  for (size_t s = 0; s < c.span_tokens.size(); ++s) {
+    const int64_t t = c.span_tokens[s];
+    if (c.bf16_storage && s > 0) {
+      auto& k16 = d.k16.emplace_back(static_cast<size_t>(t * row));
+      auto& v16 = d.v16.emplace_back(static_cast<size_t>(t * row));
+      for (int64_t i = 0; i < t * row; ++i) {
+        k16[static_cast<size_t>(i)] = f32_to_bf16(d.k[static_cast<size_t>(at * row + i)]);
+        v16[static_cast<size_t>(i)] = f32_to_bf16(d.v[static_cast<size_t>(at * row + i)]);
+      }
+      d.spans.push_back({k16.data(), v16.data(), t, KvElement::Bf16});
+    } else {
+      d.spans.push_back({d.k.data() + at * row, d.v.data() + at * row, t});
+    }
+    at += t;
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST(AttentionBf16, MatchesTheReferenceWithinPsRounding) {
+  if (!bf16_attention_available()) GTEST_SKIP() << "no oneDNN bf16 matmul or no AVX-512 here";
+  const std::vector<Case> cases = {
+      {16, 2, 64, {5}},
+      {1, 1, 64, {7}},  // below the product's tile: padded rows
+      {17, 3, 64, {300, 1, 511}},
+      {300, 2, 64, {512, 513}},  // two query tiles, a full and a partial key block
+      {40, 1, 32, {1000}},
+      {64, 2, 64, {700}, 4.f},  // scores up to ~1000: the running max moves
+      {33, 2, 64, {100, 600, 9}, 1.f, true},
+  };
+  std::mt19937 rng(2026);
+  for (const Case& c : cases) {
+    const Data d = make(c, rng);
+    const int64_t n = c.nq * c.heads * c.dim;
+    std::vector<float> got(static_cast<size_t>(n), -7.f), want(static_cast<size_t>(n));
+    const float scale = 1.f / std::sqrt(static_cast<float>(c.dim));
+    attention_bf16(d.q.data(), c.nq, d.spans, c.heads, c.dim, scale, got.data());
+    attention_reference(d.q.data(), c.nq, d.spans, c.heads, c.dim, scale, want.data());
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double{got[static_cast<size_t>(i)]} - want[static_cast<size_t>(i)]));
+    const double bound = (std::ldexp(1.0, -9) + 1e-5) * d.vmax;
+    EXPECT_LE(worst, bound) << "nq " << c.nq << " heads " << c.heads << " dim " << c.dim << " spans "
+                            << c.span_tokens.size();
+    EXPECT_GT(worst, 0.0) << "P is rounded to bf16: some difference from the fp64 reference is expected";
+  }
+}
+
+TEST(AttentionBf16, NoKeysGivesZeros) {
+  if (!bf16_attention_available()) GTEST_SKIP() << "no oneDNN bf16 matmul or no AVX-512 here";
+  std::vector<float> q(20 * 64, 1.f), out(20 * 64, 5.f);
+  attention_bf16(q.data(), 20, {}, 1, 64, 0.125f, out.data());
+  for (float x : out) ASSERT_EQ(x, 0.f);
+}
+
+TEST(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
+  if (!bf16_attention_available()) GTEST_SKIP() << "no oneDNN bf16 matmul or no AVX-512 here";
+  std::mt19937 rng(7);
+  const Case c{600, 4, 64, {900, 200}};
+  const Data d = make(c, rng);
+  const int64_t n = c.nq * c.heads * c.dim;
+  std::vector<float> one(static_cast<size_t>(n)), many(static_cast<size_t>(n));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  attention_bf16(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, one.data());
+  omp_set_num_threads(std::max(2, saved));
+  attention_bf16(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, many.data());
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, many);
+}
