@@ -42,7 +42,8 @@
 namespace lingbot::kv {
 
 // How a store keeps its keys and values (--kv-dtype). Auto: the backend's
-// compute type (float32 on the CPU, bfloat16 on the GPU). Fp8: e4m3 with a
+// compute type (float32 on the CPU, bfloat16 on the GPU; in the CPU's bf16
+// mode bfloat16 where the keys come in bfloat16, bf16_kv_bridge.h). Fp8: e4m3 with a
 // float32 scale per token and head (kv/fp8_e4m3.h says why that granularity).
 // Attention always computes in float32 (CPU) / with bf16 operands (GPU) over
 // the values read back.

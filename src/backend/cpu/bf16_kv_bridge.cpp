@@ -9,10 +9,16 @@ namespace {
 
 class Bf16KvBridge final : public kv::KvCache {
  public:
-  explicit Bf16KvBridge(std::unique_ptr<kv::KvCache> store) : store_(std::move(store)) {}
+  Bf16KvBridge(const kv::CacheConfig& config, StoreFactory make)
+      : config_(config), make_(std::move(make)), store_(make_(config)) {}
 
-  void begin_step(int num_frames, bool store) override { store_->begin_step(num_frames, store); }
+  void begin_step(int num_frames, bool store) override {
+    store_->begin_step(num_frames, store);
+    step_frames_ = num_frames;
+    step_stores_ = store;
+  }
   void append(int block, const Tensor& k, const Tensor& v) override {
+    if (!storage_chosen_) choose_storage(k);
     if (k.dtype() != DType::BF16 && v.dtype() != DType::BF16) return store_->append(block, k, v);
     store_->append(block, widened(k, k_), widened(v, v_));
   }
@@ -27,7 +33,10 @@ class Bf16KvBridge final : public kv::KvCache {
       out.copy_from(out_);
     }
   }
-  void end_step() override { store_->end_step(); }
+  void end_step() override {
+    store_->end_step();
+    storage_chosen_ = true;  // from here on the store holds what it holds
+  }
   void reset() override { store_->reset(); }
   kv::CacheStats stats() const override { return store_->stats(); }
   const kv::TokenLayout& layout() const override { return store_->layout(); }
@@ -37,6 +46,19 @@ class Bf16KvBridge final : public kv::KvCache {
   std::pair<Tensor, Tensor> gather_visible(int block) const override { return store_->gather_visible(block); }
 
  private:
+  // kv-dtype auto: bfloat16 storage when the keys come in bfloat16 (the
+  // aggregator's: bf16 products' outputs, so stored exactly), float32 when
+  // they come in float32 (the camera head's trunk, float32 as upstream's).
+  // Decided at the first append, before anything is stored.
+  void choose_storage(const Tensor& k) {
+    storage_chosen_ = true;
+    if (k.dtype() != DType::BF16 || config_.dtype != kv::KvDtype::Auto) return;
+    kv::CacheConfig bf16 = config_;
+    bf16.dtype = kv::KvDtype::Bf16;
+    store_ = make_(bf16);
+    store_->begin_step(step_frames_, step_stores_);
+  }
+
   // t as float32: itself, or widened into `buffer` (kept between calls).
   static const Tensor& widened(const Tensor& t, Tensor& buffer) {
     if (t.dtype() == DType::F32) return t;
@@ -46,14 +68,19 @@ class Bf16KvBridge final : public kv::KvCache {
     return buffer;
   }
 
+  kv::CacheConfig config_;
+  StoreFactory make_;
   std::unique_ptr<kv::KvCache> store_;
+  bool storage_chosen_ = false;
+  int step_frames_ = 0;
+  bool step_stores_ = false;
   Tensor k_, v_, q_, out_;  // float32 staging, reused from step to step
 };
 
 }  // namespace
 
-std::unique_ptr<kv::KvCache> widen_bf16_for(std::unique_ptr<kv::KvCache> store) {
-  return std::make_unique<Bf16KvBridge>(std::move(store));
+std::unique_ptr<kv::KvCache> widen_bf16_for(const kv::CacheConfig& config, StoreFactory make_store) {
+  return std::make_unique<Bf16KvBridge>(config, std::move(make_store));
 }
 
 }  // namespace lingbot::cpu

@@ -5,17 +5,24 @@
 // way in (exactly: a bfloat16 is the top half of a float32) and rounds
 // attend()'s output to bfloat16 on the way out, so the stores and their
 // attention kernels run as in fp32 mode; float32 tensors pass straight
-// through. Attention therefore stays float32 in the bf16 mode (the one
-// rounding is the matrix products', whose output is bf16 anyway), and the
-// KV memory is the fp32 mode's.
+// through. With kv-dtype auto a bridge fed bfloat16 keys stores bfloat16
+// (half the bytes), which holds the widened values exactly, so the stored
+// keys and the attention over them are those of a float32 store fed the
+// same values; attention runs with bf16 products on AMX CPUs
+// (attention_bf16.h).
 #pragma once
 
 #include "kv/kv_cache.h"
 
+#include <functional>
 #include <memory>
 
 namespace lingbot::cpu {
 
-std::unique_ptr<kv::KvCache> widen_bf16_for(std::unique_ptr<kv::KvCache> store);
+using StoreFactory = std::function<std::unique_ptr<kv::KvCache>(const kv::CacheConfig&)>;
+
+// The bridge over make_store(config), or, with kv-dtype auto and bfloat16
+// keys at the first append, over make_store(config with dtype bf16).
+std::unique_ptr<kv::KvCache> widen_bf16_for(const kv::CacheConfig& config, StoreFactory make_store);
 
 }  // namespace lingbot::cpu

@@ -123,8 +123,9 @@ void CpuBackend::convert(const Tensor& src, Tensor& dst) {
 
 std::unique_ptr<kv::KvCache> CpuBackend::make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
                                                        const kv::TokenLayout& tokens, int num_blocks) {
-  auto store = make_cpu_store(layout, config, tokens, num_blocks, attention_products_);
-  return compute_ == DType::BF16 ? widen_bf16_for(std::move(store)) : std::move(store);
+  const AttentionProducts products = attention_products_;
+  auto make_store = [=](const kv::CacheConfig& c) { return make_cpu_store(layout, c, tokens, num_blocks, products); };
+  return compute_ == DType::BF16 ? widen_bf16_for(config, make_store) : make_store(config);
 }
 
 }  // namespace cpu

@@ -61,6 +61,10 @@ TEST_P(Bf16KvBridge, MatchesTheFloat32StoreOnWidenedValues) {
     plain->end_step();
     EXPECT_EQ(bridged->stats().visible_tokens, plain->stats().visible_tokens);
   }
+  // kv-dtype auto in the bf16 mode stores bfloat16: half the bytes, and (below) the same values.
+  EXPECT_EQ(bridged->stats().storage, "bfloat16");
+  EXPECT_EQ(plain->stats().storage, "float32");
+  EXPECT_EQ(2 * bridged->stats().bytes_in_use, plain->stats().bytes_in_use);
   // The stored keys are the widened bf16 values, bit for bit.
   const auto [k_bridged, v_bridged] = bridged->gather_visible(1);
   const auto [k_plain, v_plain] = plain->gather_visible(1);
