@@ -62,6 +62,7 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products product
   if (compute == DType::BF16 && products == Bf16Products::OnednnBf16 && isa == Isa::Avx512 &&
       bf16_attention_available()) {
     attention_products_ = AttentionProducts::Bf16;
+    convolutions_ = std::make_unique<OnednnConvolutions>(/*bf16_operands=*/true);
   }
 }
 

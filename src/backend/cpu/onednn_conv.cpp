@@ -28,8 +28,10 @@ struct Prepared {
 }  // namespace
 
 struct OnednnConvolutions::State {
+  explicit State(bool bf16) : operands(bf16 ? memory::data_type::bf16 : memory::data_type::f32) {}
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  memory::data_type operands;  // of the input and the weights (the output is float32)
   std::map<Key, Prepared> prepared;
   std::vector<float> src_buffer, dst_buffer;  // activations in the primitive's layouts
 
@@ -42,8 +44,8 @@ struct OnednnConvolutions::State {
     const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
     const auto f32 = memory::data_type::f32;
     // Tag::any lets the primitive choose its blocked layouts.
-    const memory::desc src_any(src_dims, f32, Tag::any), dst_any(dst_dims, f32, Tag::any);
-    const memory::desc w_any(w_dims, f32, Tag::any), bias_md({s.c_out}, f32, Tag::a);
+    const memory::desc src_any(src_dims, operands, Tag::any), dst_any(dst_dims, f32, Tag::any);
+    const memory::desc w_any(w_dims, operands, Tag::any), bias_md({s.c_out}, f32, Tag::a);
     const auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
                                                               dnnl::algorithm::convolution_direct, src_any, w_any,
                                                               bias_md, dst_any, strides, padding, padding)
@@ -59,7 +61,7 @@ struct OnednnConvolutions::State {
   }
 };
 
-OnednnConvolutions::OnednnConvolutions() : state_(std::make_unique<State>()) {}
+OnednnConvolutions::OnednnConvolutions(bool bf16_operands) : state_(std::make_unique<State>(bf16_operands)) {}
 OnednnConvolutions::~OnednnConvolutions() = default;
 
 void OnednnConvolutions::run(const ConvShape& s, const float* x, const float* w, const float* bias, float* out) {

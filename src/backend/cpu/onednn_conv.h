@@ -26,7 +26,10 @@ struct ConvShape {
 
 class OnednnConvolutions {
  public:
-  OnednnConvolutions();
+  // bf16_operands: the input and the weights are rounded to bfloat16 on
+  // their way into the primitive's layouts (float32 sums and output): the
+  // bf16 mode's convolutions on AMX CPUs. Otherwise float32 throughout.
+  explicit OnednnConvolutions(bool bf16_operands = false);
   ~OnednnConvolutions();
   OnednnConvolutions(const OnednnConvolutions&) = delete;
   OnednnConvolutions& operator=(const OnednnConvolutions&) = delete;
