@@ -41,6 +41,10 @@ void warn_if_not_finite(const FrameResult& r) {
 
 StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
                                const StreamOptions& options)
+    : StreamingModel(backend, StateDictWeights(weights), config, options) {}
+
+StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, const ModelConfig& config,
+                               const StreamOptions& options)
     : be_(backend), config_(config), options_(options), readback_(backend) {
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
   LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);

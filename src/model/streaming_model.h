@@ -24,6 +24,7 @@
 #include "model/rope.h"
 #include "model/step_graphs.h"
 #include "model/stream_options.h"
+#include "model/weight_source.h"
 
 #include <array>
 #include <memory>
@@ -71,6 +72,9 @@ class FrameStream {
 class StreamingModel : public FrameStream {
  public:
   StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
+                 const StreamOptions& options);
+  // The weights read one tensor at a time (model/weight_source.h).
+  StreamingModel(Backend& backend, const WeightSource& weights, const ModelConfig& config,
                  const StreamOptions& options);
   ~StreamingModel();
   StreamingModel(const StreamingModel&) = delete;
