@@ -144,6 +144,11 @@ class StreamingModel : public FrameStream {
   ReadbackQueue readback_;
   bool scale_buffers_held_ = false;  // a scale phase ran; streaming has not started yet
   bool release_pending_ = false;     // free what the first streaming step did not use, at the next step
+  // The scale phase's buffers are freed before the first streamed frame
+  // allocates its own: the low-memory profile, and always on the CPU, whose
+  // steps complete inside push(), so that waiting for the scale results
+  // costs no overlap there.
+  bool phases_apart_ = false;
 };
 
 }  // namespace lingbot
