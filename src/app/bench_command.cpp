@@ -193,7 +193,7 @@ int run_bench(const BenchArgs& a) {
   }
   if (!missing.empty()) std::printf("not measured: %s\n", fmt::format("{}", fmt::join(missing, "; ")).c_str());
   const size_t stream_peak_rss = stream_peak_measured ? peak_rss_bytes() : 0;
-  const size_t run_peak_rss = std::max(load_peak_rss, peak_rss_bytes());
+  const size_t run_peak_rss = std::max(load_peak_rss, stream_peak_measured ? stream_peak_rss : peak_rss_bytes());
   std::printf("host memory: load peak %.0f MB, after load %.0f MB, streaming peak %s\n", load_peak_rss / 1e6,
               after_load_rss / 1e6,
               stream_peak_measured ? fmt::format("{:.0f} MB", stream_peak_rss / 1e6).c_str()
