@@ -70,9 +70,14 @@ int run_bench(const BenchArgs& a) {
     }
   }
   const auto t_weights = std::chrono::steady_clock::now();
-  // The state dict lives only while the model is built: what the model
-  // stores in another dtype (the CPU's bf16 mode) then frees its float32 copy.
-  StreamingModel model(*backend, random_state_dict(config), config, options);
+  // Made one tensor at a time: no whole float32 state dict exists beside
+  // the model's own (converted or folded) weights.
+  StreamingModel model(*backend, RandomWeights(config), config, options);
+  // Host memory, measured: the peak while the weights were made and
+  // uploaded, what stays after, and (from a new peak) the stream's.
+  const size_t load_peak_rss = peak_rss_bytes();
+  const size_t after_load_rss = current_rss_bytes();
+  const bool stream_peak_measured = reset_peak_rss();
   log_info("bench: {} | {}x{} | {} frames | {} KV cache, window {}, scale {} | pipeline depth {} | "
            "weights ready in {:.1f} s",
            backend->name(), a.width, a.height, a.frames, kv::layout_name(options.cache_layout),
@@ -187,8 +192,14 @@ int run_bench(const BenchArgs& a) {
                 timing.c_str(), snap.device_gb, snap.rss_mb, snap.cache.c_str());
   }
   if (!missing.empty()) std::printf("not measured: %s\n", fmt::format("{}", fmt::join(missing, "; ")).c_str());
+  const size_t stream_peak_rss = stream_peak_measured ? peak_rss_bytes() : 0;
+  const size_t run_peak_rss = std::max(load_peak_rss, stream_peak_measured ? stream_peak_rss : peak_rss_bytes());
+  std::printf("host memory: load peak %.0f MB, after load %.0f MB, streaming peak %s\n", load_peak_rss / 1e6,
+              after_load_rss / 1e6,
+              stream_peak_measured ? fmt::format("{:.0f} MB", stream_peak_rss / 1e6).c_str()
+                                   : "not measured (no /proc/self/clear_refs)");
   std::printf("peak RSS %.0f MB, weights %.0f MB, workspace %.0f MB, device memory in use %.2f GB | %s\n",
-              peak_rss_bytes() / 1e6, model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6,
+              run_peak_rss / 1e6, model.weight_bytes() / 1e6, model.workspace_bytes() / 1e6,
               backend->device_memory_in_use() / 1e9, kv::format_stats(model.cache_stats()).c_str());
   // The CUDA backend's own account: what it allocated, by purpose, and the
   // rest of what the driver reports in use (backend/device_memory_account.h).
@@ -216,7 +227,13 @@ int run_bench(const BenchArgs& a) {
     j["frame72_ms"] = or_null(at(72));
     j["steady_median_ms"] = or_null(median);
     j["fps"] = median ? nlohmann::json(1000.0 / *median) : nlohmann::json();
-    j["peak_rss_mb"] = peak_rss_bytes() / 1e6;
+    j["peak_rss_mb"] = run_peak_rss / 1e6;
+    j["host_memory_mb"] = {{"load_peak", load_peak_rss / 1e6},
+                           {"after_load", after_load_rss / 1e6},
+                           {"streaming_peak", stream_peak_measured ? nlohmann::json(stream_peak_rss / 1e6)
+                                                                   : nlohmann::json()},
+                           {"weights", model.weight_bytes() / 1e6},
+                           {"workspace", model.workspace_bytes() / 1e6}};
     if (account) {
       j["device_in_use_mb"] = account->device_in_use / 1e6;
       j["allocated_mb"] = account->live_bytes / 1e6;

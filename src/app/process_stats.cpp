@@ -26,4 +26,11 @@ size_t read_status_kb(const char* key) {
 size_t peak_rss_bytes() { return read_status_kb("VmHWM:"); }
 size_t current_rss_bytes() { return read_status_kb("VmRSS:"); }
 
+bool reset_peak_rss() {
+  FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (!f) return false;
+  const bool written = std::fputs("5", f) >= 0;
+  return std::fclose(f) == 0 && written;
+}
+
 }  // namespace lingbot

@@ -36,7 +36,9 @@ StateDict load_state_dict(std::span<const uint8_t> bytes, const std::string& dis
 StateDict load_state_dict(const std::string& path) {
   std::shared_ptr<MappedFile> file = MappedFile::open(path);
   const std::span<const uint8_t> bytes = file->bytes();
-  return load_state_dict(bytes, path, std::move(file));
+  StateDict dict = load_state_dict(bytes, path, std::move(file));
+  dict.set_mapped_file(bytes);
+  return dict;
 }
 
 }  // namespace lingbot::io

@@ -3,6 +3,9 @@
 #include "core/error.h"
 #include "core/printable.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace lingbot::io {
 
 const Tensor* StateDict::find(std::string_view name) const {
@@ -26,6 +29,23 @@ int64_t StateDict::total_elements() const {
   int64_t n = 0;
   for (const auto& [name, t] : entries_) n += t.numel();
   return n;
+}
+
+size_t StateDict::release_pages(std::string_view name) const {
+  const Tensor& t = at(name);
+  if (mapping_.empty() || t.nbytes() == 0) return 0;
+  const auto begin = reinterpret_cast<uintptr_t>(t.data());
+  const uintptr_t end = begin + t.nbytes();
+  const auto map_begin = reinterpret_cast<uintptr_t>(mapping_.data());
+  if (begin < map_begin || end > map_begin + mapping_.size()) return 0;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = end / page * page;
+  if (last <= first) return 0;
+  // The mapping is private and read-only, so its pages are never dirty:
+  // dropping them loses nothing that the file does not hold.
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
 }
 
 void StateDict::insert(std::string name, Tensor tensor) {

@@ -9,7 +9,9 @@
 
 #include "core/tensor.h"
 
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -57,6 +59,16 @@ class StateDict {
   size_t total_bytes() const;
   int64_t total_elements() const;
 
+  // Gives back the resident pages of the tensor `name` (it must be in this
+  // dict) when it lies in a memory-mapped file: a caller that has copied or
+  // converted the tensor no longer needs them in RAM. The tensor stays
+  // valid: reading it again faults the pages back in from the file. Only
+  // pages wholly inside the tensor are given back (a neighbour sharing a
+  // page keeps it), and a tensor that is not a view of the mapping (a copy
+  // made on load, or a dict read from a buffer) is left as it is. Returns
+  // the bytes given back.
+  size_t release_pages(std::string_view name) const;
+
   // ---- building (used by the readers) ----
   // Adds a tensor. A name added twice keeps its first position and the last
   // tensor, like assigning to a Python dict.
@@ -67,6 +79,9 @@ class StateDict {
   void set_found_under(std::string key) { found_under_ = std::move(key); }
   // Keeps the underlying file mapping (or buffer) alive with the dict.
   void keep_alive(std::shared_ptr<void> owner) { owner_ = std::move(owner); }
+  // The read-only file mapping the tensors are views of (release_pages
+  // acts only inside it; MADV_DONTNEED on other memory would zero it).
+  void set_mapped_file(std::span<const uint8_t> mapping) { mapping_ = mapping; }
 
  private:
   std::string source_;
@@ -76,6 +91,7 @@ class StateDict {
   std::unordered_map<std::string, size_t> index_;
   std::vector<SkippedEntry> skipped_;
   std::shared_ptr<void> owner_;
+  std::span<const uint8_t> mapping_;
 };
 
 }  // namespace lingbot::io

@@ -41,7 +41,15 @@ void warn_if_not_finite(const FrameResult& r) {
 
 StreamingModel::StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
                                const StreamOptions& options)
-    : be_(backend), config_(config), options_(options), readback_(backend) {
+    : StreamingModel(backend, StateDictWeights(weights), config, options) {}
+
+StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, const ModelConfig& config,
+                               const StreamOptions& options)
+    : be_(backend),
+      config_(config),
+      options_(options),
+      readback_(backend),
+      phases_apart_(options.low_memory || backend.device() == Device::CPU) {
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
   LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);
   LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
@@ -111,6 +119,14 @@ void StreamingModel::reset() {
   release_pending_ = false;  // the next stream's scale phase reuses what is left
   aggregator_->reset();
   camera_->reset();
+  if (be_.device() == Device::CPU) {
+    // On the CPU the workspace goes too: else the next scale phase would
+    // allocate its buffers beside the streamed frames' ones. Nothing is in
+    // flight there; a GPU may still read them (and its recorded graphs
+    // refer to them), so it keeps them.
+    ws_->clear();
+    scale_buffers_held_ = false;
+  }
   pending_.clear();
   frames_pushed_ = 0;
   scale_frames_used_ = 0;
@@ -203,10 +219,9 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     release_pending_ = false;
   }
   if (S > 1) scale_buffers_held_ = true;
-  if (S == 1 && scale_buffers_held_ && options_.low_memory) {
-    // The low-memory profile frees them all before this step allocates its
-    // own, so the two phases' buffers never coexist: it waits for the scale
-    // step's results to land. Nothing a streaming step reads survives from
+  if (S == 1 && scale_buffers_held_ && phases_apart_) {
+    // Freed all before this step allocates its own, so the two phases'
+    // buffers never coexist: it waits for the scale step's results to land. Nothing a streaming step reads survives from
     // the scale step in the workspace (each step writes its inputs in
     // prepare(), and the kept layers of pipelined heads start with this
     // step), and no graph has been recorded yet.

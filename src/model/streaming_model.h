@@ -24,6 +24,7 @@
 #include "model/rope.h"
 #include "model/step_graphs.h"
 #include "model/stream_options.h"
+#include "model/weight_source.h"
 
 #include <array>
 #include <memory>
@@ -71,6 +72,9 @@ class FrameStream {
 class StreamingModel : public FrameStream {
  public:
   StreamingModel(Backend& backend, const io::StateDict& weights, const ModelConfig& config,
+                 const StreamOptions& options);
+  // The weights read one tensor at a time (model/weight_source.h).
+  StreamingModel(Backend& backend, const WeightSource& weights, const ModelConfig& config,
                  const StreamOptions& options);
   ~StreamingModel();
   StreamingModel(const StreamingModel&) = delete;
@@ -140,6 +144,11 @@ class StreamingModel : public FrameStream {
   ReadbackQueue readback_;
   bool scale_buffers_held_ = false;  // a scale phase ran; streaming has not started yet
   bool release_pending_ = false;     // free what the first streaming step did not use, at the next step
+  // The scale phase's buffers are freed before the first streamed frame
+  // allocates its own: the low-memory profile, and always on the CPU, whose
+  // steps complete inside push(), so that waiting for the scale results
+  // costs no overlap there.
+  bool phases_apart_ = false;
 };
 
 }  // namespace lingbot

@@ -3,6 +3,10 @@
 #include "core/log.h"
 #include "model/checkpoint_check.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -72,27 +76,47 @@ std::string DeviceWeights::folded_gain(const std::string& name) {
 }
 
 DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config,
+                             bool allow_extra_tensors)
+    : DeviceWeights(backend, StateDictWeights(state), config, allow_extra_tensors) {}
+
+DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const ModelConfig& config,
                              bool allow_extra_tensors) {
-  require_loadable(check_checkpoint(state, config), state.source(), allow_extra_tensors);
+  source.require_loadable(config, allow_extra_tensors);
   for (const ExpectedTensor& e : expected_parameters(config)) {
-    const Tensor& src = state.at(e.name);
+    const Tensor src = source.tensor(e.name);
     if (const int64_t bad = first_non_finite(src); bad >= 0) {
       const float value = src.to_dtype(DType::F32).f32()[bad];
       fail("{}: tensor '{}' holds a non-finite value ({}) at element {} of {}: the checkpoint is damaged",
-           state.source(), e.name, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf", bad, src.describe());
+           source.name(), e.name, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf", bad, src.describe());
     }
     const DType dtype = stored_in_compute_dtype(e.name, src) ? backend.compute_dtype() : DType::F32;
     const std::string gain = folded_gain(e.name);
-    Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, state.at(gain), e.name), dtype);
+    Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, source.tensor(gain), e.name), dtype);
     bytes_ += dev.nbytes();
-    // A matrix stored converted (bf16) keeps no reference to its float32
-    // source, so that a caller who drops the state dict gets that memory
-    // back: half the weight memory (the CPU's bf16 mode). host() is never
-    // asked for one; tokens, embeddings and vectors keep theirs.
+    // host() is never asked for a matrix stored converted or folded, so none
+    // keeps its source: a source that made the tensor frees it here, and a
+    // mapped checkpoint gives back its pages.
     const bool converted_matrix = dtype != src.dtype() && e.name.ends_with(".weight");
+    const bool keeps_host = gain.empty() && !converted_matrix;
+    const bool aliases_source = dev.data() == src.data();
     device_.emplace(e.name, std::move(dev));
-    if (!converted_matrix) host_.emplace(e.name, src);
+    if (keeps_host) host_.emplace(e.name, src);
+    if (!keeps_host && !aliases_source) source.done_with(e.name);
   }
+#if defined(__GLIBC__)
+  // The sources freed above (float32 tensors, the folding's copies) leave
+  // free memory inside the heap that glibc would otherwise keep mapped.
+  malloc_trim(0);
+#endif
+}
+
+size_t DeviceWeights::host_copy_bytes() const {
+  size_t n = 0;
+  for (const auto& [name, t] : host_) {
+    const auto dev = device_.find(name);
+    if (dev == device_.end() || dev->second.data() != t.data()) n += t.nbytes();
+  }
+  return n;
 }
 
 const Tensor* DeviceWeights::find(const std::string& name) const {
@@ -108,7 +132,7 @@ const Tensor& DeviceWeights::get(const std::string& name) const {
 
 Tensor DeviceWeights::host(const std::string& name) const {
   auto it = host_.find(name);
-  LB_CHECK(it != host_.end(), "internal error: no host copy of weight '{}' (matrices stored converted keep none)",
+  LB_CHECK(it != host_.end(), "internal error: no host copy of weight '{}' (matrices stored converted or folded keep none)",
            name);
   return it->second.to_dtype(DType::F32);
 }

@@ -12,13 +12,18 @@
 // values (computed in float32 from the checkpoint, then rounded once to the
 // storage dtype), and the blocks apply no gain: the residual update is then
 // a plain "x += product", which the CUDA backend does in the matrix
-// product's epilogue instead of a pass of its own. host() still returns the
-// checkpoint's values.
+// product's epilogue instead of a pass of its own.
+//
+// One copy of each parameter: a host tensor is kept only where host() is
+// asked for it (tokens, embeddings and vectors) and, on the CPU, it is the
+// device tensor itself when the dtypes agree. A folded or converted matrix
+// keeps no host source, so its float32 checkpoint copy can go.
 #pragma once
 
 #include "backend/backend.h"
 #include "checkpoint/state_dict.h"
 #include "model/model_config.h"
+#include "model/weight_source.h"
 
 #include <string>
 #include <unordered_map>
@@ -33,6 +38,9 @@ class DeviceWeights {
   // every expected tensor.
   DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config,
                 bool allow_extra_tensors = false);
+  // The same from any source, read one tensor at a time.
+  DeviceWeights(Backend& backend, const WeightSource& source, const ModelConfig& config,
+                bool allow_extra_tensors = false);
 
   const Tensor& get(const std::string& name) const;
   // The LayerScale gain folded into the parameter `name` (see above), or
@@ -42,9 +50,13 @@ class DeviceWeights {
   const Tensor* find(const std::string& name) const;
   // A parameter as a float32 host tensor (for host-side precomputation such
   // as position-embedding interpolation). Not for a matrix weight stored in
-  // another dtype than the checkpoint's (its source is not kept).
+  // another dtype than the checkpoint's, nor a folded one (their source is
+  // not kept).
   Tensor host(const std::string& name) const;
   size_t device_bytes() const { return bytes_; }
+  // Bytes of the host tensors kept for host() that are not a device tensor
+  // themselves: what the weights cost beyond device_bytes() in host memory.
+  size_t host_copy_bytes() const;
 
  private:
   std::unordered_map<std::string, Tensor> device_;

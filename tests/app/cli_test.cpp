@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -195,6 +196,31 @@ TEST(Cli, BenchPrintsOnlyWhatItMeasured) {
   EXPECT_NE(longer.output.find("frame 10: "), std::string::npos) << longer.output;
   EXPECT_NE(longer.output.find("steady-state median: "), std::string::npos) << longer.output;
   EXPECT_NE(longer.output.find("over frames 7-11"), std::string::npos) << longer.output;  // second half of 3..11
+}
+
+// bench's host memory account: the load's peak, what stays after the load
+// and the stream's own peak, printed and in --json, consistent with each
+// other and with the whole run's peak RSS.
+TEST(Cli, BenchAccountsForHostMemory) {
+  const std::string json = out_dir("bench_memory.json");
+  const Result r = cli("bench --config " + small("config.json") + " --height 70 --width 126 --threads 1 --frames 5 " +
+                       "--json " + json);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("host memory: load peak "), std::string::npos) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  const nlohmann::json& m = j.at("host_memory_mb");
+  const double peak = j.at("peak_rss_mb").get<double>();
+  const double load_peak = m.at("load_peak").get<double>(), after_load = m.at("after_load").get<double>();
+  EXPECT_GT(after_load, 0.0);
+  EXPECT_LE(after_load, load_peak);
+  EXPECT_LE(load_peak, peak);
+  if (!m.at("streaming_peak").is_null()) {  // Linux with clear_refs
+    EXPECT_LE(m.at("streaming_peak").get<double>(), peak);
+    EXPECT_EQ(std::max(load_peak, m.at("streaming_peak").get<double>()), peak);
+  }
+  // The weights are resident after the load.
+  EXPECT_GE(after_load, m.at("weights").get<double>());
+  std::filesystem::remove(json);
 }
 
 // bench --intervals: a line per block of streamed frames with its median

@@ -1,7 +1,9 @@
 // The low-memory profile (StreamOptions::low_memory, option memory_profile
 // low) on the CPU backend, which shares the mechanism with the GPU's: the
 // scale phase's buffers are gone before the first streamed frame allocates
-// its own, and the results are exactly those of the default profile.
+// its own, and the results are exactly those of the default profile. On the
+// CPU the default profile keeps the phases apart too, and a reset frees the
+// workspace (the results after it are a new model's).
 #include "backend/backend.h"
 #include "checkpoint/checkpoint.h"
 #include "model/streaming_model.h"
@@ -70,35 +72,54 @@ TEST(LowMemory, GivesTheDefaultProfilesResultsExactly) {
   }
 }
 
-TEST(LowMemory, FreesTheScalePhaseBeforeTheFirstStreamedFrame) {
+// On the CPU every profile keeps the phases apart: the scale phase's
+// buffers are freed before the first streamed frame allocates its own, and
+// a reset frees the streamed frames' ones before the next scale phase, so
+// the workspace is never both phases' at once.
+TEST(LowMemory, TheCpuNeverHoldsBothPhasesBuffers) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  for (const bool low_memory : {false, true}) {
+    StreamOptions opt = StreamOptions::from_config(fx.config);
+    opt.pipeline_depth = 0;
+    opt.low_memory = low_memory;
+    StreamingModel model(*be, fx.weights, fx.config, opt);
+    const auto frames = random_frames(opt.num_scale_frames + 3, 42, 56, 3);
+    const int scale = opt.num_scale_frames;
+    for (const int video : {0, 1}) {
+      for (int i = 0; i < scale; ++i) model.push(frames[static_cast<size_t>(i)]);
+      const size_t scale_phase = model.workspace_bytes();
+      model.push(frames[static_cast<size_t>(scale)]);
+      const size_t streamed = model.workspace_bytes();
+      EXPECT_LT(streamed, scale_phase) << "low_memory " << low_memory << ", video " << video;
+      model.push(frames[static_cast<size_t>(scale + 1)]);
+      EXPECT_EQ(model.workspace_bytes(), streamed);
+      model.finish();
+      model.reset();
+      EXPECT_EQ(model.workspace_bytes(), 0u) << "low_memory " << low_memory;
+    }
+  }
+}
+
+// The video after a reset (which freed the workspace) gives exactly what a
+// newly made model gives on it.
+TEST(LowMemory, AStreamAfterAResetEqualsOneOnANewModel) {
   Fixture fx;
   auto be = make_cpu_backend(1);
   StreamOptions opt = StreamOptions::from_config(fx.config);
-  opt.pipeline_depth = 0;
-  StreamOptions low = opt;
-  low.low_memory = true;
-  StreamingModel standard(*be, fx.weights, fx.config, opt);
-  StreamingModel lean(*be, fx.weights, fx.config, low);
-  const auto frames = random_frames(opt.num_scale_frames + 3, 42, 56, 3);
-  const auto push_up_to = [&](StreamingModel& m, int count) {
-    for (int i = static_cast<int>(m.frames_pushed()); i < count; ++i) m.push(frames[static_cast<size_t>(i)]);
-  };
-  const int scale = opt.num_scale_frames;
-  push_up_to(standard, scale);
-  push_up_to(lean, scale);
-  const size_t scale_phase = standard.workspace_bytes();
-  EXPECT_EQ(lean.workspace_bytes(), scale_phase) << "the scale phase itself is the same in both profiles";
-  // After the first streamed frame the default profile still holds the
-  // scale phase's buffers beside the streamed frame's; the low one holds
-  // only the latter, which is what the default holds once it has freed
-  // them (after the second streamed frame).
-  push_up_to(standard, scale + 1);
-  push_up_to(lean, scale + 1);
-  const size_t lean_first = lean.workspace_bytes();
-  EXPECT_GT(standard.workspace_bytes(), scale_phase) << "both phases' buffers at once";
-  EXPECT_LT(lean_first, scale_phase);
-  push_up_to(standard, scale + 2);
-  push_up_to(lean, scale + 2);
-  EXPECT_EQ(standard.workspace_bytes(), lean_first);
-  EXPECT_EQ(lean.workspace_bytes(), lean_first);
+  opt.pipeline_depth = 2;
+  opt.keyframe_interval = 2;
+  StreamingModel used(*be, fx.weights, fx.config, opt);
+  stream(used, random_frames(opt.num_scale_frames + 4, 42, 56, 5));
+  used.reset();
+  const auto frames = random_frames(opt.num_scale_frames + 6, 42, 56, 6);
+  const auto got = stream(used, frames);
+  StreamingModel fresh(*be, fx.weights, fx.config, opt);
+  const auto expected = stream(fresh, frames);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].pose_enc, expected[i].pose_enc) << "frame " << i;
+    EXPECT_EQ(test::max_abs_diff(got[i].depth, expected[i].depth), 0.0) << "frame " << i;
+    EXPECT_EQ(test::max_abs_diff(got[i].world_points, expected[i].world_points), 0.0) << "frame " << i;
+  }
 }

@@ -61,7 +61,7 @@ ours() {
   timeout "${OURS_TIMEOUT:-560}" "$CLI" bench --device cpu --threads "$threads" --frames "$frames" --height $H \
     --width $WIDTH --num-scale-frames $SCALE --json "$W/ours_$name.json" "$@" > "$W/ours_$name.txt" 2>&1
   note "-- ours $name: $frames frames, $threads threads $* (rc=$?)"
-  { grep -E "bench: |^phase 1|^frame 10|^frame 72|^frames [0-9]|steady-state|^not measured|peak RSS" "$W/ours_$name.txt" ||
+  { grep -E "bench: |^phase 1|^frame 10|^frame 72|^frames [0-9]|steady-state|^not measured|^host memory|peak RSS" "$W/ours_$name.txt" ||
     tail -3 "$W/ours_$name.txt"; } | cut -c1-300 | tee -a "$S"
   keep
 }
