@@ -2,6 +2,7 @@
 // file alone is compiled with AVX-512 code generation (src/CMakeLists.txt);
 // attention.cpp calls it only on CPUs that have AVX-512.
 #include "backend/cpu/attention_tiled.h"
+#include "backend/cpu/exp2_avx512.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -24,22 +25,7 @@ struct Avx512 {
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
   static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
   static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
-  // 2^x for x <= 0, as the AVX2 build's (attention.cpp): the same degree-7
-  // polynomial on the fraction, then scalef for the power of two.
-  static Reg exp2(Reg x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-126.f));
-    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381608e-04f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-    return _mm512_scalef_ps(p, n);
-  }
+  static Reg exp2(Reg x) { return avx512::exp2_nonpositive(x); }  // x <= 0
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 // (plain loops, internal linkage), so no AVX-512 copy of shared inline code
 // can reach the rest of the program.
 #include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/exp2_avx512.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -12,23 +13,6 @@
 namespace lingbot::cpu::detail {
 
 namespace {
-
-// 2^x for x <= 0: the tiled kernels' polynomial (attention_avx512.cpp), so
-// both kernels' P agree before rounding.
-__m512 exp2_ps(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-126.f));
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381608e-04f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // 16 floats -> 16 bfloat16 bits, round to nearest even (finite inputs: the
 // scores' exponentials and the model's keys and values).
@@ -69,13 +53,13 @@ void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, 
     }
     const float block_max = _mm512_reduce_max_ps(vmax);
     const float m_new = block_max > m[r] ? block_max : m[r];
-    const float alpha = _mm512_cvtss_f32(exp2_ps(_mm512_set1_ps(m[r] - m_new)));  // 0 on the first block
+    const float alpha = _mm512_cvtss_f32(avx512::exp2_nonpositive(_mm512_set1_ps(m[r] - m_new)));  // 0 on the first block
     const __m512 vm = _mm512_set1_ps(m_new);
     __m512 vsum = _mm512_setzero_ps();
     for (int j = 0; j < ld; j += 16) {
       const __mmask16 k = tail_mask(n - j > 0 ? n - j : 0);
       const __m512 x = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, sr + j), vc, vm);
-      const __m512 e = _mm512_maskz_mov_ps(k, exp2_ps(x));  // padding keys: 0
+      const __m512 e = _mm512_maskz_mov_ps(k, avx512::exp2_nonpositive(x));  // padding keys: 0
       vsum = _mm512_add_ps(vsum, e);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(pr + j), to_bf16(e));
     }
