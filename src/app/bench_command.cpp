@@ -75,8 +75,10 @@ int run_bench(const BenchArgs& a) {
   StreamingModel model(*backend, RandomWeights(config), config, options);
   // Host memory, measured: the peak while the weights were made and
   // uploaded, what stays after, and (from a new peak) the stream's.
-  const size_t load_peak_rss = peak_rss_bytes();
+  // The current RSS first: the peak read after it is at least that (the
+  // other order let a page faulted in between put "after" above the peak).
   const size_t after_load_rss = current_rss_bytes();
+  const size_t load_peak_rss = peak_rss_bytes();
   const bool stream_peak_measured = reset_peak_rss();
   log_info("bench: {} | {}x{} | {} frames | {} KV cache, window {}, scale {} | pipeline depth {} | "
            "weights ready in {:.1f} s",
