@@ -41,6 +41,10 @@
   CHOICE(Stream, kv_dtype, "auto", "auto|bf16|fp8",                                                          \
          "Storage of the KV cache's keys and values: auto (the compute type: bfloat16 on the GPU, float32 on "  \
          "the CPU), bf16, or fp8 (e4m3 with a float32 scale per token and head: 53% of bf16's memory)")       \
+  CHOICE(Stream, camera_head_weights, "auto", "auto|fp32|bf16",                                               \
+         "Storage of the camera head's matrix weights (0.85 GB in float32 on the official model): fp32 as "      \
+         "upstream, or bf16 (half the memory; its products stay float32). auto: bf16 with memory_profile low "  \
+         "or cpu_dtype bf16 on the CPU, else fp32")                                                             \
   CONFIG_INT(Stream, num_scale_frames, "num_scale_frames", 1,                                                   \
              "Frames processed together at the start of a stream; the KV cache also keeps this many first "    \
              "frames for good (kv_cache_scale_frames), as upstream demo.py's --num_scale_frames does")          \

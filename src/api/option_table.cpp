@@ -202,6 +202,9 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
     if (!o.kv_window) s.cache.sliding_window = std::min(s.cache.sliding_window, kLowMemoryWindow);
     if (o.kv_dtype == "auto") s.cache.dtype = kv::KvDtype::Fp8;  // then half of bf16's KV bytes
   }
+  s.camera_head_weights = o.camera_head_weights == "bf16"   ? StreamOptions::HeadWeights::Bf16
+                          : o.camera_head_weights == "fp32" ? StreamOptions::HeadWeights::F32
+                                                            : StreamOptions::HeadWeights::Auto;
   if (o.camera_iterations) s.camera_iterations = *o.camera_iterations;
   s.cache_layout = o.kv_cache == "dense" ? kv::Layout::Dense : kv::Layout::Paged;
   s.keyframe_interval = o.keyframe_interval;

@@ -216,7 +216,11 @@ namespace {
 // x[N, K] w[M, K]^T with an optional bias[M]: what linear and linear_residual share.
 LinearDims check_product(const Target& t, const char* op, const Arg& x, const Arg& w, const OptArg& b) {
   activation(t, op, x);
-  like(t, op, w, x);
+  // The weight is x's dtype, or bfloat16 under a float32 x: a matrix kept in
+  // bfloat16 to halve its memory, multiplied in float32 (the camera head's
+  // option camera_head_weights bf16).
+  if (!(x.dtype() == DType::F32 && w.dtype() == DType::BF16)) like(t, op, w, x);
+  on_device(t, op, w);
   REQUIRE(w.shape().size() == 2, "{}: weight {} is not a matrix [M, K]", op, w.d());
   const int64_t m = w.shape()[0], k = w.shape()[1];
   REQUIRE(k > 0 && x.n % k == 0, "{}: x {} is not rows of weight {}'s K = {}", op, x.d(), w.d(), k);

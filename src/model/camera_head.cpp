@@ -11,9 +11,13 @@ constexpr float kAdaLnEps = 1e-6f;  // adaln_norm (no affine)
 
 CameraHead::CameraHead(Backend& be, const DeviceWeights& w, const ModelConfig& config, int iterations)
     : be_(be), w_(w), config_(config.camera_head), iterations_(iterations) {
-  for (int i = 0; i < config_.trunk_depth; ++i)
+  for (int i = 0; i < config_.trunk_depth; ++i) {
     trunk_.push_back(BlockWeights::bind(w, fmt::format("camera_head.trunk.{}", i), config_.dim, config_.num_heads,
                                         /*qk_norm=*/false, kNormEps));
+    // Float32 as upstream's (autocast off), also where the matrices are
+    // kept in bfloat16 (WeightStorage::camera_head_bf16).
+    trunk_.back().activations = DType::F32;
+  }
   // One camera token per frame; upstream never evicts single-token frames,
   // so these caches keep every stored frame's token.
   const kv::TokenLayout tokens{0, 1, config_.num_heads, config_.dim / config_.num_heads};

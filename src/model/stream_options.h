@@ -45,6 +45,11 @@ struct StreamOptions {
   // its own (waiting for the scale results to land), instead of one frame
   // later, so the two never coexist. The results do not change.
   bool low_memory = false;
+  // The camera head's matrices in bfloat16 (option camera_head_weights):
+  // Auto is bf16 where memory is the point (low_memory, or the CPU's bf16
+  // mode), else float32 as upstream.
+  enum class HeadWeights { Auto, F32, Bf16 };
+  HeadWeights camera_head_weights = HeadWeights::Auto;
 
   // Windowed mode (upstream inference_windowed): windows of the video, each
   // a fresh stream with its own scale phase, aligned into the first one's

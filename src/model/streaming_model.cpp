@@ -19,6 +19,31 @@ namespace lingbot {
 
 namespace {
 
+// Which parameters are kept in bfloat16 beyond the compute dtype's.
+WeightStorage weight_storage_for(const Backend& be, const StreamOptions& o) {
+  using H = StreamOptions::HeadWeights;
+  const bool cpu_bf16 = be.device() == Device::CPU && be.compute_dtype() == DType::BF16;
+  return {.camera_head_bf16 = o.camera_head_weights == H::Bf16 ||
+                              (o.camera_head_weights == H::Auto && (o.low_memory || cpu_bf16))};
+}
+
+// The aggregator's page pool grows in small steps, so that it holds few pages
+// it has not used (a chunk of four pages held up to three pages of all 24
+// blocks for nothing: ~150 MB in fp8 at 378 x 504, ~570 MB in float32 on the
+// CPU). On the CPU a page at a time. On the GPU cudaMalloc rounds every chunk
+// up to 2 MiB, which one-page fp8 chunks (48.7 MiB) paid 1.3 MiB each for, so
+// fp8 grows by two pages (0.6 MiB of rounding per chunk); bf16 keeps four,
+// since its attention reads pages through one TMA map per chunk and fewer,
+// larger chunks keep the maps few.
+kv::CacheConfig cache_config_for(const Backend& be, kv::CacheConfig cache) {
+  if (be.device() == Device::CPU) {
+    cache.pool_growth_pages = 1;
+  } else if (cache.dtype == kv::KvDtype::Fp8) {
+    cache.pool_growth_pages = 2;
+  }
+  return cache;
+}
+
 // A frame whose outputs hold NaN or infinity (damaged input, or weights
 // outside what the model was trained for) is named once, so that it cannot
 // pass silently into the written results; the writers skip such points.
@@ -56,10 +81,11 @@ StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, co
   LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth <= 2, "pipeline_depth must be 0, 1 or 2, got {}",
            options.pipeline_depth);
   kv::validate(options.cache);
-  weights_ = std::make_unique<DeviceWeights>(backend, weights, config, options.allow_extra_tensors);
+  weights_ = std::make_unique<DeviceWeights>(backend, weights, config, options.allow_extra_tensors,
+                                             weight_storage_for(backend, options));
   ws_ = std::make_unique<Workspace>(backend);
-  aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout, options.cache,
-                                             options.num_scale_frames);
+  aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout,
+                                             cache_config_for(backend, options.cache), options.num_scale_frames);
   camera_ = std::make_unique<CameraHead>(backend, *weights_, config, options.camera_iterations);
   depth_ = std::make_unique<DepthHead>(backend, *weights_, config);
   graphs_ = std::make_unique<StepGraphs<StepOutputs>>(backend);

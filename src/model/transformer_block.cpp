@@ -32,13 +32,14 @@ BlockWeights BlockWeights::bind(const DeviceWeights& w, const std::string& p, in
   b.head_dim = dim / num_heads;
   b.hidden = static_cast<int>(b.fc1_w->dim(0));
   b.norm_eps = norm_eps;
+  b.activations = b.qkv_w->dtype();
   return b;
 }
 
 void run_block(Backend& be, Workspace& ws, const BlockWeights& w, Tensor& x, const RopeTable* rope,
                const AttendFn& attend, const std::string& tag, const std::string& label_in) {
   const int64_t n = x.numel() / w.dim;
-  const DType dt = w.qkv_w->dtype();  // matrix products in the weights' dtype; x may be float32
+  const DType dt = w.activations;  // x (the residual stream) may be float32 all the same
   Tensor& h = ws.get(tag + ".norm", {n, w.dim}, dt);
   Tensor& qkv = ws.get(tag + ".qkv", {n, 3 * w.dim}, dt);
   Tensor& q = ws.get(tag + ".q", {n, w.dim}, dt);

@@ -42,6 +42,10 @@ struct BlockWeights {
   int head_dim = 0;
   int hidden = 0;
   float norm_eps = 1e-5f;
+  // The dtype of the block's activations between its products: the weights'
+  // (bind sets it), except where the weights are only stored in bfloat16
+  // and the block computes in float32 (the camera head, WeightStorage).
+  DType activations = DType::F32;
 
   // Binds "<prefix>.norm1.weight" etc.
   static BlockWeights bind(const DeviceWeights& w, const std::string& prefix, int dim, int num_heads,

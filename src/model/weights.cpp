@@ -22,6 +22,11 @@ bool stored_in_compute_dtype(const std::string& name, const Tensor& t) {
   return t.ndim() >= 2 && name.rfind("aggregator.", 0) == 0;
 }
 
+// The camera head's matrix weights (its Linear layers': 2-D ".weight"s).
+bool camera_head_matrix(const std::string& name, const Tensor& t) {
+  return t.ndim() == 2 && name.rfind("camera_head.", 0) == 0 && name.ends_with(".weight");
+}
+
 // src [rows, ...] (a weight) or [rows] (a bias), each row scaled by gain[row],
 // in float32 (a new tensor: the source may be a view into the checkpoint).
 Tensor scale_rows(const Tensor& src, const Tensor& gain, const std::string& name) {
@@ -76,11 +81,11 @@ std::string DeviceWeights::folded_gain(const std::string& name) {
 }
 
 DeviceWeights::DeviceWeights(Backend& backend, const io::StateDict& state, const ModelConfig& config,
-                             bool allow_extra_tensors)
-    : DeviceWeights(backend, StateDictWeights(state), config, allow_extra_tensors) {}
+                             bool allow_extra_tensors, WeightStorage storage)
+    : DeviceWeights(backend, StateDictWeights(state), config, allow_extra_tensors, storage) {}
 
 DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const ModelConfig& config,
-                             bool allow_extra_tensors) {
+                             bool allow_extra_tensors, WeightStorage storage) {
   source.require_loadable(config, allow_extra_tensors);
   for (const ExpectedTensor& e : expected_parameters(config)) {
     const Tensor src = source.tensor(e.name);
@@ -89,7 +94,9 @@ DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const
       fail("{}: tensor '{}' holds a non-finite value ({}) at element {} of {}: the checkpoint is damaged",
            source.name(), e.name, std::isnan(value) ? "NaN" : value > 0 ? "+inf" : "-inf", bad, src.describe());
     }
-    const DType dtype = stored_in_compute_dtype(e.name, src) ? backend.compute_dtype() : DType::F32;
+    const DType dtype = stored_in_compute_dtype(e.name, src)                          ? backend.compute_dtype()
+                        : storage.camera_head_bf16 && camera_head_matrix(e.name, src) ? DType::BF16
+                                                                                      : DType::F32;
     const std::string gain = folded_gain(e.name);
     Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, source.tensor(gain), e.name), dtype);
     bytes_ += dev.nbytes();

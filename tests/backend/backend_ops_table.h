@@ -237,6 +237,34 @@ inline OpCase linear_case(int64_t n, int64_t k, int64_t m, bool bias, Activation
   return c;
 }
 
+// linear and linear_residual with the weight kept in bfloat16 under a
+// float32 x (WeightStorage::camera_head_bf16): float32 sums on every backend,
+// against the naive product of the bf16-rounded weights. `rows` above the
+// products' pass of 8 rows check the row passes.
+inline OpCase linear_bf16_weights_case(int64_t n, int64_t k, int64_t m, bool residual) {
+  OpCase c;
+  c.name = fmt::format("linear{}_bf16_weights_{}x{}x{}", residual ? "_residual" : "", n, k, m);
+  c.storage = Storage::F32;
+  c.bound = {kF32Sum, kF32Sum};
+  c.run = [=](OpContext& ctx) {
+    const float ws = detail::weight_scale(k);
+    const Tensor x = ctx.random({n, k}, -1, 1, DType::F32), w = ctx.random({m, k}, -ws, ws, DType::BF16);
+    const Tensor b = ctx.random({m}, -1, 1, DType::F32);
+    const Tensor dx = ctx.device(x, DType::F32), dw = ctx.device(w, DType::BF16), db = ctx.device(b, DType::F32);
+    if (residual) {
+      const Tensor r = ctx.random({n, m}, -1, 1, DType::F32);
+      Tensor dr = ctx.device(r, DType::F32);
+      ctx.be.linear_residual(dx, dw, &db, nullptr, dr);
+      ctx.expect(dr, naive::linear_residual(x, w, &b, nullptr, r), "residual");
+    } else {
+      Tensor out = ctx.poisoned({n, m}, DType::F32);
+      ctx.be.linear(dx, dw, &db, out, Activation::Gelu);
+      ctx.expect(out, naive::linear(x, w, &b, Activation::Gelu));
+    }
+  };
+  return c;
+}
+
 struct LinearResidual {
   int64_t n, k, m;
   bool bias = true;
@@ -729,6 +757,11 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(linear_case(3, 512, 100, false, A::None, F32));
   t.push_back(linear_case(8, 96, 40, true, A::Relu, F32));
 
+  t.push_back(linear_bf16_weights_case(1, 2048, 96, false));
+  t.push_back(linear_bf16_weights_case(3, 37, 20, false));
+  t.push_back(linear_bf16_weights_case(11, 256, 40, false));
+  t.push_back(linear_bf16_weights_case(1, 512, 70, true));
+  t.push_back(linear_bf16_weights_case(9, 96, 33, true));
   t.push_back(linear_residual_case({.n = 33, .k = 70, .m = 17}));
   t.push_back(linear_residual_case({.n = 5, .k = 3, .m = 7, .bias = false, .gamma = false}));
   t.push_back(linear_residual_case({.n = 3, .k = 9, .m = 5, .bias = false}));

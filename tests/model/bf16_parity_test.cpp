@@ -38,7 +38,8 @@ struct Outputs {
   size_t weight_bytes = 0;
 };
 
-Outputs run_small_model(DType compute, cpu::Bf16Products products, kv::Layout layout) {
+Outputs run_small_model(DType compute, cpu::Bf16Products products, kv::Layout layout,
+                        StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto) {
   const nlohmann::json manifest = test::read_json(fixture("manifest.json"));
   nlohmann::json variant;
   for (const auto& v : manifest["variants"])
@@ -47,8 +48,9 @@ Outputs run_small_model(DType compute, cpu::Bf16Products products, kv::Layout la
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
   const std::vector<Tensor> frames = test::small_model_frames();
   auto backend = std::make_unique<cpu::CpuBackend>(0, cpu::resolve_isa("auto"), compute, products);
-  StreamingModel model(*backend, weights, config,
-                       test::variant_options(config, variant, manifest["num_scale_frames"], layout));
+  StreamOptions options = test::variant_options(config, variant, manifest["num_scale_frames"], layout);
+  options.camera_head_weights = head;
+  StreamingModel model(*backend, weights, config, options);
   const std::vector<FrameResult> results = test::stream_all(model, frames);
   const int64_t S = static_cast<int64_t>(results.size());
   const int64_t H = manifest["height"], W = manifest["width"];
@@ -112,6 +114,35 @@ TEST(ParityBf16, SmallModelWithinTheBf16BarOfUpstreamFp32) {
       EXPECT_LT(static_cast<double>(bf16.weight_bytes), 0.75 * static_cast<double>(fp32.weight_bytes))
           << bf16.weight_bytes << " vs " << fp32.weight_bytes;
     }
+  }
+}
+
+// The camera head's matrices kept in bfloat16 (camera_head_weights; the
+// default of the bf16 mode above and of the low-memory profile): its
+// products stay float32, so only the weights' rounding moves the poses. In
+// the fp32 mode (the GPU's camera head computes in float32 too) and in the
+// bf16 mode against its own float32 camera head; the bars are the bf16 bars.
+TEST(ParityBf16, CameraHeadWeightsInBf16WithinTheBar) {
+  using H = StreamOptions::HeadWeights;
+  const io::StateDict ref = io::load_state_dict(fixture("default.safetensors"));
+  const Tensor pose_ref = ref.at("pose_enc").to_dtype(DType::F32);
+  const Tensor depth_ref = ref.at("depth").to_dtype(DType::F32);
+  for (const DType compute : {DType::F32, DType::BF16}) {
+    const Outputs f32_head = run_small_model(compute, cpu::Bf16Products::WidenedSgemm, kv::Layout::Paged, H::F32);
+    const Outputs bf16_head = run_small_model(compute, cpu::Bf16Products::WidenedSgemm, kv::Layout::Paged, H::Bf16);
+    const double pose = test::relative_error(bf16_head.pose_enc, pose_ref);
+    const double depth = test::relative_error(bf16_head.depth, depth_ref);
+    const double moved = test::relative_error(bf16_head.pose_enc, f32_head.pose_enc);
+    std::printf("  %s mode, camera head bf16: pose_enc vs upstream fp32 %.3g (float32 head %.3g), depth %.3g; "
+                "pose_enc moved %.3g by the head's weights\n",
+                dtype_name(compute).data(), pose, test::relative_error(f32_head.pose_enc, pose_ref), depth, moved);
+    EXPECT_LT(pose, kPoseTolerance);
+    EXPECT_LT(depth, kDepthTolerance);
+    // The weights really were rounded (float32 rounding alone is ~1e-7) ...
+    EXPECT_GT(moved, 1e-5);
+    // ... and the depth head never reads the camera head.
+    EXPECT_EQ(test::max_abs_diff(bf16_head.depth, f32_head.depth), 0.0);
+    EXPECT_LT(bf16_head.weight_bytes, f32_head.weight_bytes);
   }
 }
 

@@ -126,6 +126,33 @@ TEST(Streaming, LongStreamsKeepMemoryFlat) {
   EXPECT_EQ(s.frame_pages, reserved_at_100);  // patch pages bounded
 }
 
+// The model's paged KV pool grows a page at a time on the CPU (by two in fp8
+// on the GPU), so past the window it holds the pages in use and at most the
+// one a step takes before it evicts: never a chunk of pages it never used.
+TEST(Streaming, KvPoolHoldsNoUnusedChunk) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  for (kv::KvDtype dtype : {kv::KvDtype::Auto, kv::KvDtype::Fp8}) {
+    StreamOptions opt = StreamOptions::from_config(fx.config);
+    opt.keep_dense_outputs = false;
+    opt.cache.dtype = dtype;
+    ASSERT_GT(opt.cache.pool_growth_pages, 1) << "the default would hide the policy";
+    StreamingModel m(*be, fx.weights, fx.config, opt);
+    const auto frames = random_frames(3, 28, 42, 5);
+    int64_t most_in_use = 0;
+    for (int i = 0; i < 40; ++i) {
+      m.push(frames[static_cast<size_t>(i % 3)]);
+      const kv::CacheStats s = m.cache_stats();
+      most_in_use = std::max(most_in_use, s.pages_in_use);
+      // Every page of the pool was in use at some point, plus at most the
+      // one taken before an eviction within a step.
+      EXPECT_LE(s.pages_pool, most_in_use + 1) << kv::kv_dtype_name(dtype) << " frame " << i;
+      EXPECT_EQ(s.pages_pool, s.pages_in_use + s.pages_free);
+    }
+    EXPECT_GT(m.cache_stats().frames_evicted, 0);
+  }
+}
+
 TEST(Streaming, StreamShorterThanTheScalePhase) {
   Fixture fx;
   auto be = make_cpu_backend(1);

@@ -7,6 +7,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/bf16_weights_gemv.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
@@ -189,6 +190,14 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, 
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {  // weights kept in bf16, a float32 product
+    LB_CHECK(out.dtype() == DType::F32, "linear: bfloat16 weights under a float32 x write float32 output, got {}",
+             out.describe());
+    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, out.f32(),
+                      /*accumulate=*/false);
+    apply_bias_activation(out.f32(), N, M, nullptr, act);
+    return;
+  }
   if (w.dtype() == DType::BF16) {
     linear_bf16(x, w, b, act, out.dtype() == DType::BF16 ? MatmulDst::Bf16 : MatmulDst::F32, out.data(), N, K, M);
     return;
@@ -210,13 +219,20 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     store(sum, residual);
     return;
   }
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && gamma == nullptr) {  // bf16-kept weights, float32 product
+    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, residual.f32(),
+                      /*accumulate=*/true);
+    return;
+  }
   if (w.dtype() == DType::BF16 && gamma == nullptr) {  // the model's case: gains are folded into w
     linear_bf16(x, w, b, Activation::None, MatmulDst::AddIntoF32, residual.data(), N, K, M);
     return;
   }
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(N * M));
-  if (w.dtype() == DType::BF16) {
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {
+    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, nullptr, scratch.data(), /*accumulate=*/false);
+  } else if (w.dtype() == DType::BF16) {
     linear_bf16(x, w, nullptr, Activation::None, MatmulDst::F32, scratch.data(), N, K, M);
   } else {
     thread_local std::vector<float> x_f32;

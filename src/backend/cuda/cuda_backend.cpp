@@ -405,6 +405,12 @@ bool CudaBackend::streams_weights(DType x_type, DType out_type, int64_t N) {
 void CudaBackend::product(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, void* out,
                           DType out_type, int64_t N, int64_t K, int64_t M) {
   const float* b = f32_or_null(bias);
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {  // a float32 product of weights kept in bf16
+    LB_CHECK(out_type == DType::F32, "{}: weights kept in bfloat16 under a float32 x give float32 output", op);
+    kernels::gemv_bf16_weights(static_cast<const float*>(x.data()), w.data(), b, static_cast<float*>(out), N, K, M,
+                               lane_->stream);
+    return;
+  }
   if (streams_weights(x.dtype(), out_type, N)) {
     kernels::gemv_f32(static_cast<const float*>(x.data()), static_cast<const float*>(w.data()), b,
                       static_cast<float*>(out), N, K, M, lane_->stream);
@@ -446,7 +452,9 @@ void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor
   // float32, no pass of its own (the transformer blocks' case: the model
   // folds LayerScale into the weights, see model/weights.h). The weight-
   // streaming kernel has no such epilogue.
-  if (gamma == nullptr && residual.dtype() == DType::F32 && !streams_weights(x.dtype(), DType::F32, N)) {
+  const bool bf16_weights_f32_x = x.dtype() == DType::F32 && w.dtype() == DType::BF16;
+  if (gamma == nullptr && residual.dtype() == DType::F32 && !streams_weights(x.dtype(), DType::F32, N) &&
+      !bf16_weights_f32_x) {
     lane_->gemm->linear(x.data(), w.data(), f32_or_null(b), residual.data(), N, K, M, x.dtype(),
                         DType::F32, nullptr, /*accumulate=*/true);
     after_op(op);

@@ -18,6 +18,8 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 
+#include <algorithm>
+
 namespace lingbot::cuda::kernels {
 
 namespace {
@@ -100,7 +102,113 @@ void launch(const float* x, const float* w, const float* bias, float* out, int64
   LB_CUDA_CHECK_LAUNCH();
 }
 
+// The same products with the weights kept in bfloat16 (camera_head_weights
+// bf16): each 16-byte load brings 8 weights, widened exactly to float32 (a
+// bf16 is the high half of a float32), so the arithmetic is gemv_kernel's on
+// the rounded weights; half the bytes to stream. kVec: k % 8 == 0, x and w
+// 16-byte aligned.
+__device__ __forceinline__ uint4 load_streaming_u4(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float bf16_lo(uint32_t pair) { return __uint_as_float(pair << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t pair) { return __uint_as_float(pair & 0xffff0000u); }
+
+template <int kRows, bool kVec>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    gemv_bf16w_kernel(const float* __restrict__ x, const uint16_t* __restrict__ w, const float* __restrict__ bias,
+                      float* __restrict__ out, int64_t k, int64_t m) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int64_t col = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (col >= m) return;
+  const uint16_t* wrow = w + col * k;
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
+  if constexpr (kVec) {
+    const int64_t k8 = k / 8;
+    const auto* w8 = reinterpret_cast<const uint4*>(wrow);
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    for (int64_t i = lane; i < k8; i += 32 * kUnroll) {
+      uint4 wv[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (i + 32 * u < k8) wv[u] = load_streaming_u4(w8 + i + 32 * u);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (i + 32 * u >= k8) break;
+        const int64_t j = i + 32 * u;  // weights 8j .. 8j + 7
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const float4 a = x4[r * (k / 4) + 2 * j], b = x4[r * (k / 4) + 2 * j + 1];
+          float s = acc[r];
+          s = fmaf(a.x, bf16_lo(wv[u].x), s);
+          s = fmaf(a.y, bf16_hi(wv[u].x), s);
+          s = fmaf(a.z, bf16_lo(wv[u].y), s);
+          s = fmaf(a.w, bf16_hi(wv[u].y), s);
+          s = fmaf(b.x, bf16_lo(wv[u].z), s);
+          s = fmaf(b.y, bf16_hi(wv[u].z), s);
+          s = fmaf(b.z, bf16_lo(wv[u].w), s);
+          s = fmaf(b.w, bf16_hi(wv[u].w), s);
+          acc[r] = s;
+        }
+      }
+    }
+  } else {
+    for (int64_t i = lane; i < k; i += 32) {
+      const float wv = __uint_as_float(static_cast<uint32_t>(wrow[i]) << 16);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r] = fmaf(x[r * k + i], wv, acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = warp_sum(acc[r]);
+    if (lane == 0) out[r * m + col] = sum + (bias != nullptr ? bias[col] : 0.f);
+  }
+}
+
+template <int kRows>
+void launch_bf16w(const float* x, const uint16_t* w, const float* bias, float* out, int64_t k, int64_t m, bool vec,
+                  cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  if (vec) {
+    gemv_bf16w_kernel<kRows, true><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
+  } else {
+    gemv_bf16w_kernel<kRows, false><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
+  }
+  LB_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
+
+void gemv_bf16_weights(const float* x, const void* w_bf16, const float* bias, float* out, int64_t rows, int64_t k,
+                       int64_t m, cudaStream_t stream) {
+  const auto* w = static_cast<const uint16_t*>(w_bf16);
+  // Any number of rows, kGemvMaxRows at a time: each chunk streams the
+  // weights once more (the callers have a handful of rows).
+  for (int64_t r0 = 0; r0 < rows; r0 += kGemvMaxRows) {
+    const int64_t n = std::min<int64_t>(kGemvMaxRows, rows - r0);
+    const float* xr = x + r0 * k;
+    float* outr = out + r0 * m;
+    const bool vec = k % 8 == 0 && aligned16(xr) && aligned16(w);
+    switch (n) {
+      case 1: launch_bf16w<1>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 2: launch_bf16w<2>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 3: launch_bf16w<3>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 4: launch_bf16w<4>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 5: launch_bf16w<5>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 6: launch_bf16w<6>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 7: launch_bf16w<7>(xr, w, bias, outr, k, m, vec, stream); break;
+      case 8: launch_bf16w<8>(xr, w, bias, outr, k, m, vec, stream); break;
+      default: fail_kernel("gemv_bf16_weights", "more rows than kGemvMaxRows");
+    }
+  }
+}
 
 void gemv_f32(const float* x, const float* w, const float* bias, float* out, int64_t rows, int64_t k, int64_t m,
               cudaStream_t stream) {

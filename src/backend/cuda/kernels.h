@@ -50,6 +50,11 @@ void add_channel_bias(float* x, const float* bias, int64_t batches, int64_t chan
 constexpr int64_t kGemvMaxRows = 8;
 void gemv_f32(const float* x, const float* w, const float* bias, float* out, int64_t rows, int64_t k, int64_t m,
               cudaStream_t stream);
+// The same with w in bfloat16 (uint16_t bits, widened exactly in float32):
+// a matrix kept in bf16 for memory (camera_head_weights bf16). Any number of
+// rows, kGemvMaxRows per pass over the weights.
+void gemv_bf16_weights(const float* x, const void* w_bf16, const float* bias, float* out, int64_t rows, int64_t k,
+                       int64_t m, cudaStream_t stream);
 
 // ---- data movement (copy.cu) and image ops (image.cu) ----------------------
 

@@ -35,12 +35,14 @@ using lingbot::test::read_json;
 // On the CPU backend instead with on_cpu (the fp8 comparison below).
 std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
                                          int H, int W, int pipeline_depth = 0,
-                                         kv::KvDtype kv_dtype = kv::KvDtype::Auto, bool on_cpu = false) {
+                                         kv::KvDtype kv_dtype = kv::KvDtype::Auto, bool on_cpu = false,
+                                         StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto) {
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
   StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, layout);
   options.pipeline_depth = pipeline_depth;
   options.cache.dtype = kv_dtype;
+  options.camera_head_weights = head;
   std::unique_ptr<Backend> cpu_backend = on_cpu ? make_cpu_backend(0) : nullptr;
   StreamingModel model(on_cpu ? *cpu_backend : gpu(), weights, config, options);
   const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
@@ -145,6 +147,36 @@ TEST_P(CudaBackendModel, Fp8KvCacheMeetsTheIssueBars) {
     const double err = lingbot::test::relative_error(by_layout[1].at(name), dense);
     EXPECT_LT(err, 0.5 * (name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar)) << GetParam() << ": paged vs dense "
                                                                                << name;
+  }
+}
+
+// The camera head's matrices kept in bfloat16 (camera_head_weights bf16, the
+// low-memory profile's default) through the weight-streaming kernel's bf16
+// variant, with fp8 KV as the profile has it: within the bars of upstream
+// fp32, moved from the float32 head by the weights' rounding only (the
+// depth outputs not at all: the depth head never reads the camera head).
+TEST_P(CudaBackendModel, CameraHeadBf16WeightsMeetTheBar) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  const nlohmann::json variant = variant_named(manifest, GetParam());
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
+  const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
+  using HW = StreamOptions::HeadWeights;
+  const auto f32_head = run_on_gpu(variant, S, kv::Layout::Paged, H, W, 2, kv::KvDtype::Fp8, false, HW::F32);
+  const auto bf16_head = run_on_gpu(variant, S, kv::Layout::Paged, H, W, 2, kv::KvDtype::Fp8, false, HW::Bf16);
+  for (const auto& [name, ours] : bf16_head) {
+    const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
+    const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
+    const double moved = lingbot::test::relative_error(ours, f32_head.at(name));
+    EXPECT_LT(err, bar) << GetParam() << ": " << name;
+    if (name.rfind("pose", 0) == 0) {
+      EXPECT_GT(moved, 1e-5) << GetParam() << ": " << name << " (were the weights rounded?)";
+    } else {
+      EXPECT_EQ(moved, 0.0) << GetParam() << ": " << name;
+    }
+    std::printf("  cuda camera head bf16, fp8 kv %-24s %-16s vs upstream fp32 %.3g (bar %.0e), vs float32 head %.3g\n",
+                GetParam().c_str(), name.c_str(), err, bar, moved);
   }
 }
 

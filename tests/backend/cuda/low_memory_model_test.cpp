@@ -29,6 +29,10 @@ TEST(CudaLowMemory, GivesTheDefaultProfilesResults) {
   options.use_graphs = true;
   StreamOptions low = options;
   low.low_memory = true;
+  // The profile's bf16 camera-head weights change results by design (their
+  // quality: CudaBackendModel.CameraHeadBf16WeightsMeetTheBar); pinned here
+  // to test the phases' mechanism alone.
+  low.camera_head_weights = StreamOptions::HeadWeights::F32;
 
   std::vector<FrameResult> expected, got;
   {
