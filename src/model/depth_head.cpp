@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace lingbot {
@@ -33,7 +34,8 @@ void DepthHead::residual_unit(Workspace& ws, const std::string& prefix, Tensor& 
   be_.add(out, x, out);
 }
 
-void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out) {
+void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out,
+                     Tensor* resized_into) {
   const std::string p = fmt::format("{}.scratch.refinenet{}", kP, index);
   const Shape& s = x.shape();
   Tensor& sum = ws.get(fmt::format("dpt.fuse{}.sum", index), s, DType::F32);
@@ -46,7 +48,9 @@ void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, i
   }
   Tensor& unit = ws.get(fmt::format("dpt.fuse{}.unit", index), s, DType::F32);
   residual_unit(ws, p + ".resConfUnit2", sum, unit);
-  Tensor& resized = ws.get(fmt::format("dpt.fuse{}.resized", index), {s[0], s[1], h, w}, DType::F32);
+  Tensor& resized = resized_into != nullptr
+                        ? *resized_into
+                        : ws.get(fmt::format("dpt.fuse{}.resized", index), {s[0], s[1], h, w}, DType::F32);
   be_.resize_bilinear(unit, resized);
   be_.conv2d(resized, w_.get(p + ".out_conv.weight"), &w_.get(p + ".out_conv.bias"), 1, 0, out);
 }
@@ -118,17 +122,29 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   fuse(ws, 3, f4, pyramid[2], h2, w2, f3);
   Tensor& f2 = ws.get("dpt.fused2", {S, F, h1, w1}, f32);
   fuse(ws, 2, f3, pyramid[1], h1, w1, f2);
-  Tensor& f1 = ws.get("dpt.fused1", {S, F, 2 * h1, 2 * w1}, f32);
-  fuse(ws, 1, f2, pyramid[0], 2 * h1, 2 * w1, f1);
+  // The five largest maps (the last fusion's upsampled input and output,
+  // then output_conv1's result, the full-resolution map and the hidden
+  // layer) share two buffers: each map is dead before the next one in its
+  // buffer is written. x: resized, head1, hidden; y: f1, full (161 MB
+  // instead of 281 MB at 378 x 504). Sized once for the largest of each.
+  const Shape resized_shape{S, F, 2 * h1, 2 * w1}, f1_shape{S, F, 2 * h1, 2 * w1};
+  const Shape head1_shape{S, F / 2, 2 * h1, 2 * w1}, full_shape{S, F / 2, H, W}, hidden_shape{S, 32, H, W};
+  const int64_t x_elems = std::max({shape_numel(resized_shape), shape_numel(head1_shape), shape_numel(hidden_shape)});
+  const int64_t y_elems = std::max(shape_numel(f1_shape), shape_numel(full_shape));
+  Tensor& x_buffer = ws.get("dpt.tail_x", {x_elems}, f32);
+  Tensor& y_buffer = ws.get("dpt.tail_y", {y_elems}, f32);
+  const auto in = [](Tensor& buffer, const Shape& shape) { return buffer.slice(0, shape_numel(shape)).reshape(shape); };
+  Tensor resized = in(x_buffer, resized_shape), f1 = in(y_buffer, f1_shape);
+  fuse(ws, 1, f2, pyramid[0], 2 * h1, 2 * w1, f1, &resized);
 
   // Output convolutions at full resolution.
   stage.reset();
   stage.emplace("dpt.output", sync);
-  Tensor& head1 = ws.get("dpt.head1", {S, F / 2, 2 * h1, 2 * w1}, f32);
+  Tensor head1 = in(x_buffer, head1_shape);
   be_.conv2d(f1, w_.get(kP + ".scratch.output_conv1.weight"), &w_.get(kP + ".scratch.output_conv1.bias"), 1, 1, head1);
-  Tensor& full = ws.get("dpt.full", {S, F / 2, H, W}, f32);
+  Tensor full = in(y_buffer, full_shape);
   be_.resize_bilinear(head1, &position_embedding(F / 2, H, W, aspect), full);
-  Tensor& hidden = ws.get("dpt.hidden", {S, 32, H, W}, f32);
+  Tensor hidden = in(x_buffer, hidden_shape);
   be_.conv2d(full, w_.get(kP + ".scratch.output_conv2.0.weight"), &w_.get(kP + ".scratch.output_conv2.0.bias"), 1, 1,
              hidden);
   be_.relu(hidden, hidden);

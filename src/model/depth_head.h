@@ -36,7 +36,8 @@ class DepthHead {
   // Residual conv unit: relu(x) -> conv -> relu -> conv, plus relu(x). x is overwritten by relu(x).
   void residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out);
   // RefineNet fusion: (x [+ unit1(skip)]) -> unit2 -> resize to (h, w) -> 1x1 conv.
-  void fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out);
+  // `resized`: where the upsampled map goes (null: a buffer of its own).
+  void fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out, Tensor* resized = nullptr);
   const Tensor& position_embedding(int channels, int h, int w, double aspect);
 
   Backend& be_;
