@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -257,10 +258,20 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
   if (host.dtype() == dtype) {
     LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice, main_.stream));
   } else if (is_float16_32(host.dtype()) && is_float16_32(dtype)) {
-    // Raw bytes up, converted on the device (weights: fast, and no host copy).
-    void* raw = main_.scratch->get(host.nbytes());
-    LB_CUDA_CHECK(cudaMemcpyAsync(raw, host.data(), host.nbytes(), cudaMemcpyHostToDevice, main_.stream));
-    kernels::convert(raw, host.dtype(), dev.data(), dtype, host.numel(), main_.stream);
+    // Raw bytes up, converted on the device (weights: fast, and no host
+    // copy), in pieces of at most 8 Mi elements: the scratch they pass
+    // through stays that size for the process's life, so it must not grow to
+    // the largest converted matrix (the camera head's float32 fc1, 67 MB).
+    constexpr int64_t kPiece = int64_t{8} << 20;
+    const size_t in_size = dtype_size(host.dtype()), out_size = dtype_size(dtype);
+    void* raw = main_.scratch->get(static_cast<size_t>(std::min(host.numel(), kPiece)) * in_size);
+    for (int64_t first = 0; first < host.numel(); first += kPiece) {
+      const int64_t n = std::min(kPiece, host.numel() - first);
+      // Stream order keeps this copy behind the previous piece's conversion.
+      LB_CUDA_CHECK(cudaMemcpyAsync(raw, static_cast<const char*>(host.data()) + first * in_size,
+                                    static_cast<size_t>(n) * in_size, cudaMemcpyHostToDevice, main_.stream));
+      kernels::convert(raw, host.dtype(), static_cast<char*>(dev.data()) + first * out_size, dtype, n, main_.stream);
+    }
   } else {
     const Tensor converted = host.to_dtype(dtype);
     LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), converted.data(), converted.nbytes(), cudaMemcpyHostToDevice, main_.stream));
