@@ -259,10 +259,10 @@ Tensor CudaBackend::upload(const Tensor& host, DType dtype) {
     LB_CUDA_CHECK(cudaMemcpyAsync(dev.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice, main_.stream));
   } else if (is_float16_32(host.dtype()) && is_float16_32(dtype)) {
     // Raw bytes up, converted on the device (weights: fast, and no host
-    // copy), in pieces of at most 8 Mi elements: the scratch they pass
+    // copy), in pieces of at most 4 Mi elements: the scratch they pass
     // through stays that size for the process's life, so it must not grow to
     // the largest converted matrix (the camera head's float32 fc1, 67 MB).
-    constexpr int64_t kPiece = int64_t{8} << 20;
+    constexpr int64_t kPiece = int64_t{4} << 20;
     const size_t in_size = dtype_size(host.dtype()), out_size = dtype_size(dtype);
     void* raw = main_.scratch->get(static_cast<size_t>(std::min(host.numel(), kPiece)) * in_size);
     for (int64_t first = 0; first < host.numel(); first += kPiece) {
