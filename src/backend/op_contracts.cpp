@@ -579,4 +579,26 @@ MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* ad
   return {in, o};
 }
 
+MapDims check_resize_bilinear_add_axes(const Target& t, const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                       const Tensor& out) {
+  const char* op = "resize_bilinear_add_axes";
+  const Arg ax("x", x), ao("out", out), ac("by_col", by_col), ar("by_row", by_row);
+  const Nchw in = nchw(t, op, ax);
+  const Nchw o = nchw(t, op, ao);
+  REQUIRE(in.n == o.n && in.c == o.c, "{}: x {} and out {} differ in batches or channels", op, ax.d(), ao.d());
+  REQUIRE(o.h * o.w == 0 || (in.h > 0 && in.w > 0), "{}: x {} has no pixels to resize to out {}", op, ax.d(), ao.d());
+  float32(t, op, ac);
+  float32(t, op, ar);
+  REQUIRE(by_col.ndim() == 2 && by_col.dim(1) == o.w, "{}: by_col {} is not [channels, {}] (out's width)", op, ac.d(),
+          o.w);
+  REQUIRE(by_row.ndim() == 2 && by_row.dim(1) == o.h, "{}: by_row {} is not [channels, {}] (out's height)", op,
+          ar.d(), o.h);
+  REQUIRE(by_col.dim(0) + by_row.dim(0) == o.c, "{}: by_col {} and by_row {} do not cover out {}'s {} channels", op,
+          ac.d(), ar.d(), ao.d(), o.c);
+  apart(op, ao, ax);
+  apart(op, ao, ac);
+  apart(op, ao, ar);
+  return {in, o};
+}
+
 }  // namespace lingbot::contracts

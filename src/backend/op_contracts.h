@@ -112,5 +112,7 @@ ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const T
 ConvDims check_conv_transpose2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int k,
                                 const Tensor& out);
 MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* add, const Tensor& out);
+MapDims check_resize_bilinear_add_axes(const Target& t, const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                       const Tensor& out);
 
 }  // namespace lingbot::contracts

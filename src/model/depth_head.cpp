@@ -25,6 +25,17 @@ const Tensor& DepthHead::position_embedding(int channels, int h, int w, double a
   return it->second;
 }
 
+const AxisEmbedding& DepthHead::position_embedding_axes(int channels, int h, int w, double aspect) {
+  const std::array<int, 3> key = {channels, h, w};
+  auto it = pos_embed_axes_.find(key);
+  if (it == pos_embed_axes_.end()) {
+    const AxisEmbedding host = dpt_pos_embed_axes(channels, h, w, aspect);
+    it = pos_embed_axes_.emplace(key, AxisEmbedding{be_.upload(host.by_col, DType::F32), be_.upload(host.by_row, DType::F32)})
+             .first;
+  }
+  return it->second;
+}
+
 void DepthHead::residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out) {
   Tensor& mid = ws.get("dpt.rcu_mid", x.shape(), DType::F32);
   be_.relu(x, x);  // in place, as upstream's nn.ReLU(inplace=True): the skip below adds relu(x)
@@ -143,7 +154,8 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   Tensor head1 = in(x_buffer, head1_shape);
   be_.conv2d(f1, w_.get(kP + ".scratch.output_conv1.weight"), &w_.get(kP + ".scratch.output_conv1.bias"), 1, 1, head1);
   Tensor full = in(y_buffer, full_shape);
-  be_.resize_bilinear(head1, &position_embedding(F / 2, H, W, aspect), full);
+  const AxisEmbedding& embedding = position_embedding_axes(F / 2, H, W, aspect);
+  be_.resize_bilinear_add_axes(head1, embedding.by_col, embedding.by_row, full);
   Tensor hidden = in(x_buffer, hidden_shape);
   be_.conv2d(full, w_.get(kP + ".scratch.output_conv2.0.weight"), &w_.get(kP + ".scratch.output_conv2.0.bias"), 1, 1,
              hidden);

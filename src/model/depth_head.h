@@ -12,6 +12,7 @@
 #include "model/model_config.h"
 #include "model/transformer_block.h"
 #include "model/weights.h"
+#include "model/position_embedding.h"
 #include "model/workspace.h"
 
 #include <array>
@@ -44,6 +45,10 @@ class DepthHead {
   const DeviceWeights& w_;
   ModelConfig config_;
   std::map<std::array<int, 3>, Tensor> pos_embed_;  // (channels, h, w) -> [C, h, w] on device
+  // The full-resolution one by axis (97 MB whole at 378 x 504): (channels,
+  // h, w) -> its by_col and by_row tables on device.
+  std::map<std::array<int, 3>, AxisEmbedding> pos_embed_axes_;
+  const AxisEmbedding& position_embedding_axes(int channels, int h, int w, double aspect);
 };
 
 }  // namespace lingbot

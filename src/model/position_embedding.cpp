@@ -86,42 +86,63 @@ Tensor interpolate_pos_embed(const Tensor& patch_pos, int M, int gh, int gw) {
   return out;
 }
 
-Tensor dpt_pos_embed(int channels, int h, int w, double aspect) {
-  // UV grid spanning [-span, span] * (n-1)/n, normalised by the diagonal;
-  // linspace in float32 as torch.linspace computes it.
-  const double diag = std::sqrt(aspect * aspect + 1.0);
-  const double span_x = aspect / diag, span_y = 1.0 / diag;
-  auto linspace = [](double start_d, double end_d, int steps) {
-    std::vector<float> v(static_cast<size_t>(steps));
-    const float start = static_cast<float>(start_d), end = static_cast<float>(end_d);
-    const float step = steps > 1 ? (end - start) / static_cast<float>(steps - 1) : 0.0f;
-    const int halfway = steps / 2;
-    for (int i = 0; i < steps; ++i)
-      v[static_cast<size_t>(i)] = i < halfway ? start + step * static_cast<float>(i)
-                                              : end - step * static_cast<float>(steps - 1 - i);
-    return v;
-  };
-  const std::vector<float> xs = linspace(-span_x * (w - 1) / w, span_x * (w - 1) / w, w);
-  const std::vector<float> ys = linspace(-span_y * (h - 1) / h, span_y * (h - 1) / h, h);
-  // Channels: [sin(x w_i) | cos(x w_i) | sin(y w_i) | cos(y w_i)], w_i = 100^(-i / (C/4)).
-  const int quarter = channels / 4;
+namespace {
+
+// The grid's coordinates along one axis (n points) and the frequencies:
+// linspace in float32 as torch.linspace computes it.
+std::vector<float> uv_axis(double span, int n) {
+  const float start = static_cast<float>(-span * (n - 1) / n), end = static_cast<float>(span * (n - 1) / n);
+  std::vector<float> v(static_cast<size_t>(n));
+  const float step = n > 1 ? (end - start) / static_cast<float>(n - 1) : 0.0f;
+  const int halfway = n / 2;
+  for (int i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = i < halfway ? start + step * static_cast<float>(i)
+                                            : end - step * static_cast<float>(n - 1 - i);
+  return v;
+}
+
+std::vector<double> frequencies(int quarter) {
   std::vector<double> omega(static_cast<size_t>(quarter));
   for (int i = 0; i < quarter; ++i) omega[static_cast<size_t>(i)] = 1.0 / std::pow(100.0, static_cast<double>(i) / quarter);
+  return omega;
+}
+
+// [sin(t w_i) | cos(t w_i)] * 0.1 for each coordinate t: [2 * quarter, n].
+Tensor axis_table(const std::vector<float>& t, const std::vector<double>& omega) {
+  const int n = static_cast<int>(t.size()), quarter = static_cast<int>(omega.size());
+  Tensor out = Tensor::empty({2 * quarter, n});
+  float* o = out.f32();
+  for (int k = 0; k < n; ++k)
+    for (int i = 0; i < quarter; ++i) {
+      const double a = static_cast<double>(t[static_cast<size_t>(k)]) * omega[static_cast<size_t>(i)];
+      o[int64_t{i} * n + k] = static_cast<float>(std::sin(a)) * 0.1f;
+      o[int64_t{quarter + i} * n + k] = static_cast<float>(std::cos(a)) * 0.1f;
+    }
+  return out;
+}
+
+}  // namespace
+
+AxisEmbedding dpt_pos_embed_axes(int channels, int h, int w, double aspect) {
+  // UV grid spanning [-span, span] * (n-1)/n, normalised by the diagonal.
+  // Channels: [sin(x w_i) | cos(x w_i) | sin(y w_i) | cos(y w_i)], w_i = 100^(-i / (C/4)).
+  const double diag = std::sqrt(aspect * aspect + 1.0);
+  const std::vector<double> omega = frequencies(channels / 4);
+  return {axis_table(uv_axis(aspect / diag, w), omega), axis_table(uv_axis(1.0 / diag, h), omega)};
+}
+
+Tensor dpt_pos_embed(int channels, int h, int w, double aspect) {
+  const AxisEmbedding axes = dpt_pos_embed_axes(channels, h, w, aspect);
+  const int half = 2 * (channels / 4);
   Tensor out = Tensor::empty({channels, h, w});
   float* o = out.f32();
   const int64_t plane = static_cast<int64_t>(h) * w;
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
-      const int64_t p = static_cast<int64_t>(y) * w + x;
-      for (int i = 0; i < quarter; ++i) {
-        const double ax = static_cast<double>(xs[static_cast<size_t>(x)]) * omega[static_cast<size_t>(i)];
-        const double ay = static_cast<double>(ys[static_cast<size_t>(y)]) * omega[static_cast<size_t>(i)];
-        o[(i)*plane + p] = static_cast<float>(std::sin(ax)) * 0.1f;
-        o[(quarter + i) * plane + p] = static_cast<float>(std::cos(ax)) * 0.1f;
-        o[(2 * quarter + i) * plane + p] = static_cast<float>(std::sin(ay)) * 0.1f;
-        o[(3 * quarter + i) * plane + p] = static_cast<float>(std::cos(ay)) * 0.1f;
+  for (int c = 0; c < half; ++c)
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        o[c * plane + int64_t{y} * w + x] = axes.by_col.f32()[int64_t{c} * w + x];
+        o[(half + c) * plane + int64_t{y} * w + x] = axes.by_row.f32()[int64_t{c} * h + y];
       }
-    }
   return out;
 }
 

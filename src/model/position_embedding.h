@@ -16,5 +16,12 @@ Tensor interpolate_pos_embed(const Tensor& patch_pos, int M, int gh, int gw);
 // for an image of aspect `width / height`, times 0.1, as [C, h, w]
 // (upstream heads/utils.py: create_uv_grid + position_grid_to_embed).
 Tensor dpt_pos_embed(int channels, int h, int w, double aspect);
+// The same embedding by axis: its first channels / 2 channels depend on x
+// only and the rest on y only, so it is by_col [C/2, w] (channel c at column
+// x) and by_row [C/2, h] (channel C/2 + c at row y), the same values.
+struct AxisEmbedding {
+  Tensor by_col, by_row;
+};
+AxisEmbedding dpt_pos_embed_axes(int channels, int h, int w, double aspect);
 
 }  // namespace lingbot

@@ -602,6 +602,37 @@ inline OpCase resize_bilinear_case(const Shape& x, int64_t oh, int64_t ow, Resiz
   return c;
 }
 
+// resize_bilinear_add_axes: the term given by axis (by_col for the first
+// `col_channels` channels, by_row for the rest) must give exactly what the
+// same backend gives with the whole term as `add` (the DPT head relies on
+// it: same values, one addition each), and the naive reference's values.
+inline OpCase resize_bilinear_add_axes_case(const Shape& x, int64_t oh, int64_t ow, int64_t col_channels) {
+  OpCase c;
+  c.name = fmt::format("resize_bilinear_add_axes_{}_to{}x{}_c{}", detail::dims(x), oh, ow, col_channels);
+  c.storage = Storage::F32;
+  c.bound = {kF32Resize, kF32OnLowp};
+  c.run = [=](OpContext& ctx) {
+    const int64_t C = x[1];
+    const Tensor hx = ctx.random(x);
+    const Tensor by_col = ctx.random({col_channels, ow}, -1, 1, DType::F32);
+    const Tensor by_row = ctx.random({C - col_channels, oh}, -1, 1, DType::F32);
+    Tensor whole = Tensor::empty({C, oh, ow});
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xx = 0; xx < ow; ++xx)
+          whole.f32()[(ch * oh + y) * ow + xx] = ch < col_channels ? by_col.f32()[ch * ow + xx]
+                                                                   : by_row.f32()[(ch - col_channels) * oh + y];
+    const Shape out_shape{x[0], C, oh, ow};
+    Tensor out = ctx.poisoned(out_shape, DType::F32), with_whole = ctx.poisoned(out_shape, DType::F32);
+    const Tensor dx = ctx.device(hx, DType::F32), dw = ctx.device(whole, DType::F32);
+    ctx.be.resize_bilinear_add_axes(dx, ctx.device(by_col, DType::F32), ctx.device(by_row, DType::F32), out);
+    ctx.be.resize_bilinear(dx, &dw, with_whole);
+    ctx.expect(out, naive::resize_bilinear(hx, &whole, oh, ow));
+    ctx.expect(out, ctx.be.download(with_whole), "out against the whole term", kExact);
+  };
+  return c;
+}
+
 // ---- memory ops: exact on every backend ----------------------------------------
 
 // Values over many binades, both signs, and exact ties of bfloat16 and
@@ -901,6 +932,9 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(resize_bilinear_case({1, 3, 5, 5}, 9, 9, ResizeAdd::Full));
   t.push_back(resize_bilinear_case({2, 3, 1, 1}, 2, 3, ResizeAdd::Planes));
   t.push_back(resize_bilinear_case({2, 16, 27, 36}, 54, 72, ResizeAdd::Planes));
+  t.push_back(resize_bilinear_add_axes_case({1, 8, 14, 18}, 27, 36, 4));
+  t.push_back(resize_bilinear_add_axes_case({2, 5, 4, 6}, 7, 11, 2));
+  t.push_back(resize_bilinear_add_axes_case({1, 3, 5, 5}, 9, 9, 0));
 
   // Memory.
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {

@@ -777,6 +777,18 @@ inline std::vector<Violation> make_violations() {
     r.x = c.f32({1, 2, 0, 4});
     r.run();
   });
+  add("resize_bilinear_add_axes_uncovered_channels", "resize_bilinear_add_axes", "channels", [](Ctx& c) {
+    Resize r{c};
+    c.be.resize_bilinear_add_axes(r.x, c.f32({1, 8}), c.f32({2, 6}), r.out);
+  });
+  add("resize_bilinear_add_axes_by_col_wrong_width", "resize_bilinear_add_axes", "by_col", [](Ctx& c) {
+    Resize r{c};
+    c.be.resize_bilinear_add_axes(r.x, c.f32({1, 7}), c.f32({1, 6}), r.out);
+  });
+  add("resize_bilinear_add_axes_by_row_float16", "resize_bilinear_add_axes", "by_row", [](Ctx& c) {
+    Resize r{c};
+    c.be.resize_bilinear_add_axes(r.x, c.f32({1, 8}), c.t({1, 6}, F16), r.out);
+  });
   add("resize_bilinear_add_not_whole_planes", "resize_bilinear", "add", [](Ctx& c) {
     Resize r{c};
     const Tensor a = c.f32({5});

@@ -89,6 +89,9 @@ class ContractOnlyBackend final : public Backend {
   void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override {
     oc::check_resize_bilinear(target(), x, add, out);
   }
+  void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) override {
+    oc::check_resize_bilinear_add_axes(target(), x, by_col, by_row, out);
+  }
 
  private:
   oc::Target target() const { return oc::Target::of(*this); }

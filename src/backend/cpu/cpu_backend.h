@@ -93,6 +93,7 @@ class CpuBackend final : public Backend {
   void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
   void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override;
   using Backend::resize_bilinear;
+  void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) override;
 
  private:
   // What the shared contract checks (op_contracts.h) hold this backend's calls to.

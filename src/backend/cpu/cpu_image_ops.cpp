@@ -125,4 +125,31 @@ void CpuBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out
   if (add != nullptr) add_broadcast(out, *add);
 }
 
+void CpuBackend::resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) {
+  const contracts::MapDims d = contracts::check_resize_bilinear_add_axes(contract(), x, by_col, by_row, out);
+  resize_bilinear(x, nullptr, out);
+  const contracts::Nchw& o = d.out;
+  const int64_t col_channels = by_col.dim(0);
+  const float* cols = by_col.f32();
+  const float* rows = by_row.f32();
+  float* dst = out.f32();
+  // The same one addition per element as add_broadcast of the whole term.
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(o.n * o.c * o.h * o.w))
+  for (int64_t nc = 0; nc < o.n * o.c; ++nc) {
+    for (int64_t oy = 0; oy < o.h; ++oy) {
+      const int64_t c = nc % o.c;
+      float* row = dst + (nc * o.h + oy) * o.w;
+      if (c < col_channels) {
+        const float* a = cols + c * o.w;
+#pragma omp simd
+        for (int64_t ox = 0; ox < o.w; ++ox) row[ox] += a[ox];
+      } else {
+        const float a = rows[(c - col_channels) * o.h + oy];
+#pragma omp simd
+        for (int64_t ox = 0; ox < o.w; ++ox) row[ox] += a;
+      }
+    }
+  }
+}
+
 }  // namespace lingbot::cpu

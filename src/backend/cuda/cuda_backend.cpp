@@ -678,4 +678,17 @@ void CudaBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& ou
   after_op(op);
 }
 
+void CudaBackend::resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) {
+  const char* op = "resize_bilinear_add_axes";
+  const contracts::MapDims d = contracts::check_resize_bilinear_add_axes(contract(), x, by_col, by_row, out);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  LB_CHECK(o.w <= std::numeric_limits<int>::max() && in.w <= std::numeric_limits<int>::max(),
+           "resize_bilinear_add_axes: rows of {} -> {} pixels are wider than the kernel indexes", in.w, o.w);
+  const kernels::AxisTerm axes{by_col.data_as<const float>(), by_row.data_as<const float>(), by_col.dim(0), o.c};
+  kernels::resize_bilinear(x.data_as<const float>(), nullptr, 0, out.data_as<float>(), in.n * in.c, in.h, in.w, o.h,
+                           o.w, lane_->stream, axes);
+  after_op(op);
+}
+
 }  // namespace lingbot::cuda

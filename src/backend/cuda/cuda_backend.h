@@ -119,6 +119,7 @@ class CudaBackend final : public Backend {
   void conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
   void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override;
   using Backend::resize_bilinear;
+  void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) override;
 
   // ---- beyond the Backend interface (graph capture, tests, benchmarks) ----
   cudaStream_t stream() const { return main_.stream; }  // the main stream

@@ -55,8 +55,8 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
 // each thread a long chain of dependent iterations, several times slower
 // than writing the DPT head's 97 MB full-resolution output needs).
 __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float* __restrict__ add, int64_t add_planes,
-                                       float* __restrict__ out, int64_t rows, int64_t ih, int64_t iw, int64_t oh,
-                                       int64_t ow, float scale_h, float scale_w) {
+                                       AxisTerm axes, float* __restrict__ out, int64_t rows, int64_t ih, int64_t iw,
+                                       int64_t oh, int64_t ow, float scale_h, float scale_w) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t plane = row / oh, oy = row - plane * oh;
     const float sy = scale_h * static_cast<float>(oy);
@@ -66,6 +66,17 @@ __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float*
     const float* r0 = x + (plane * ih + y0) * iw;
     const float* r1 = x + (plane * ih + y1) * iw;
     const float* a = add != nullptr ? add + ((plane % add_planes) * oh + oy) * ow : nullptr;
+    // The axis term (resize_bilinear_add_axes): a row of by_col, or one
+    // value of by_row for the whole output row.
+    float row_term = 0.f;
+    if (axes.channels > 0) {
+      const int64_t c = plane % axes.channels;
+      if (c < axes.col_channels) {
+        a = axes.by_col + c * ow;
+      } else {
+        row_term = axes.by_row[(c - axes.col_channels) * oh + oy];
+      }
+    }
     float* o = out + row * ow;
     const int last = static_cast<int>(iw - 1);
     for (int ox = threadIdx.x; ox < ow; ox += blockDim.x) {
@@ -74,7 +85,11 @@ __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float*
       const int x1 = min(x0 + 1, last);
       const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
       float v = hy * (hx * r0[x0] + lx * r0[x1]) + ly * (hx * r1[x0] + lx * r1[x1]);
-      if (a != nullptr) v += a[ox];  // rounded once more, as a separate add pass would
+      if (a != nullptr) {
+        v += a[ox];  // rounded once more, as a separate add pass would
+      } else if (axes.channels > 0) {
+        v += row_term;
+      }
       o[ox] = v;
     }
   }
@@ -109,7 +124,7 @@ void scatter_transposed_conv(const float* y, const float* bias, float* out, int6
 }
 
 void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
-                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream) {
+                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream, const AxisTerm& axes) {
   // Columns are indexed in int (the caller checks the row widths).
   const int64_t n = planes * oh * ow;
   if (n == 0) return;
@@ -119,8 +134,8 @@ void resize_bilinear(const float* x, const float* add, int64_t add_planes, float
   const int64_t rows = planes * oh;
   constexpr int kRowThreads = 128;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  resize_bilinear_kernel<<<blocks, kRowThreads, 0, stream>>>(x, add, add_planes, out, rows, ih, iw, oh, ow, scale_h,
-                                                             scale_w);
+  resize_bilinear_kernel<<<blocks, kRowThreads, 0, stream>>>(x, add, add_planes, axes, out, rows, ih, iw, oh, ow,
+                                                             scale_h, scale_w);
   LB_CUDA_CHECK_LAUNCH();
 }
 

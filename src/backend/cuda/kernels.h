@@ -75,10 +75,20 @@ void patchify(const float* images, int64_t batches, int64_t height, int64_t widt
 // y float32 [cout * k * k, h * w] for one batch b; out float32 [batches, cout, h*k, w*k]; bias may be null.
 void scatter_transposed_conv(const float* y, const float* bias, float* out, int64_t batch, int64_t cout, int64_t h,
                              int64_t w, int k, cudaStream_t stream);
+// A term along one axis per channel (Backend::resize_bilinear_add_axes):
+// channel c = plane % channels adds by_col[c, ox] for c < col_channels,
+// else by_row[c - col_channels, oy]. channels == 0: none.
+struct AxisTerm {
+  const float* by_col = nullptr;
+  const float* by_row = nullptr;
+  int64_t col_channels = 0;
+  int64_t channels = 0;
+};
 // Bilinear resize, align_corners=True, float coordinates exactly as backend/cpu/cpu_image_ops.cpp:
-// x [planes, ih, iw] -> out [planes, oh, ow], float32; plus add[plane % add_planes] when add is not null.
+// x [planes, ih, iw] -> out [planes, oh, ow], float32; plus add[plane % add_planes] when add is not null,
+// or the axis term.
 void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
-                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream);
+                     int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream, const AxisTerm& axes = {});
 
 // ---- normalisation (norm.cu) ----------------------------------------------
 
