@@ -111,6 +111,10 @@ class Backend {
   virtual void wait(const std::shared_ptr<void>& fence) {}
   // Device memory in use now, in bytes (0 where not meaningful, e.g. the CPU).
   virtual size_t device_memory_in_use() const { return 0; }
+  // Frees the scratch memory a backend keeps from call to call (sized by the
+  // largest call so far, e.g. a multi-frame step's); later calls allocate
+  // what they need again. Only between ops: nothing in flight may use it.
+  virtual void release_scratch() {}
   // The dtype of the transformer stacks' residual stream. float32 on every
   // backend (as under PyTorch autocast): blocks read it through LayerNorm
   // into compute_dtype() matrix products and add their outputs back in float32.

@@ -140,9 +140,15 @@ class KvCache {  // the caches of `num_blocks` attention blocks that share one s
     fail("this KV cache cannot be driven by a replayed graph (layout {})", "cpu");
   }
   // New video: empty, every page returned to the pool. The CPU stores keep
-  // their memory (already faulted in) for the next stream; destroying the
-  // cache releases it.
+  // their allocations for the next stream (the dense one keeps its memory
+  // faulted in; the paged one gives its pages' memory back to the system and
+  // faults in again only the pages the next stream uses); destroying the
+  // cache releases them.
   virtual void reset() = 0;
+  // Frees staging memory a store keeps from call to call (sized by the
+  // largest step so far, e.g. the scale frames'); later calls allocate what
+  // they need again. Between calls only; the stored keys and values stay.
+  virtual void release_scratch() {}
   virtual CacheStats stats() const = 0;
   virtual const TokenLayout& layout() const = 0;
 

@@ -120,16 +120,30 @@ AggregatorOutput Aggregator::compute(Workspace& ws, const Tensor& images) {
   const int64_t N = S * T;
   const DType dt = be_.residual_dtype();  // the token stream between blocks
 
+  // A scale step on the CPU frees each stage's buffers once they are dead,
+  // so that its peak is not every stage's buffers for all its frames at
+  // once: the CPU's ops complete before they return and no graph records
+  // them (a GPU keeps them: its ops may still be queued). A streamed frame
+  // keeps them, to reuse them next frame.
+  const bool frees_dead_buffers = S > 1 && be_.device() == Device::CPU;
+  // The aggregator's output layers are written as [frame block | global
+  // block] straight into the heads' float32 input where the token stream is
+  // float32 already, instead of through a copy and a joined copy (on the
+  // CPU; the GPU keeps its concat).
+  const bool writes_halves = dt == DType::F32 && be_.device() == Device::CPU;
+
   // Encoder, then [specials | patches] per frame.
   Tensor& patches = ws.get("agg.patches", {S * np, E}, dt);
   {
     ProfileScope p("encoder", [this] { be_.synchronize(); });
     encoder_.forward(ws, images, patches);
   }
+  if (frees_dead_buffers) ws.release("enc.");
   Tensor& x = ws.get("agg.tokens", {N, E}, dt);
   for (int i = 0; i < S; ++i)
     be_.copy_rows(*step_.specials[static_cast<size_t>(i)], x, {1, grid.num_special, E, 0, 0, i * T, 0});
   be_.copy_rows(patches, x, {S, np, E, 0, np, grid.num_special, T});
+  if (frees_dead_buffers) ws.release("agg.patches");
 
   const AttendFn within_frames = attend_within_groups(be_, S, H, D);
   kv::KvCache& cache = *cache_;
@@ -149,20 +163,38 @@ AggregatorOutput Aggregator::compute(Workspace& ws, const Tensor& images) {
     const bool selected = next_output < config_.aggregator_output_layers.size() &&
                           config_.aggregator_output_layers[next_output] == l;
     Tensor* frame_out = nullptr;
+    Tensor* out = nullptr;
+    Tensor halves;  // out as [2N, E]: token t's frame half is row 2t, its global half row 2t + 1
     if (selected) {
-      frame_out = &ws.get("agg.frame_out", {N, E}, dt);
-      be_.copy_rows(x, *frame_out, {1, N, E, 0, 0, 0, 0});
+      out = &ws.get(fmt::format("agg.out{}", next_output), {N, 2 * E}, DType::F32);
+      if (writes_halves) {
+        halves = out->reshape({2 * N, E});
+        be_.copy_rows(x, halves, {N, 1, E, 0, 1, 0, 2});
+      } else {
+        frame_out = &ws.get("agg.frame_out", {N, E}, dt);
+        be_.copy_rows(x, *frame_out, {1, N, E, 0, 0, 0, 0});
+      }
     }
     block_index = l;
     run_block(be_, ws, global_blocks_[static_cast<size_t>(l)], x, &step_.rope_global, through_cache, "agg.block",
               "global_block");
     if (selected) {
-      Tensor& joined = ws.get("agg.joined", {N, 2 * E}, dt);
-      be_.concat_cols(*frame_out, x, joined);
-      Tensor& out = ws.get(fmt::format("agg.out{}", next_output), {N, 2 * E}, DType::F32);
-      be_.convert(joined, out);
-      result.layers[next_output++] = &out;
+      if (writes_halves) {
+        be_.copy_rows(x, halves, {N, 1, E, 0, 1, 1, 2});
+      } else {
+        Tensor& joined = ws.get("agg.joined", {N, 2 * E}, dt);
+        be_.concat_cols(*frame_out, x, joined);
+        be_.convert(joined, *out);
+      }
+      result.layers[next_output++] = out;
     }
+  }
+  if (frees_dead_buffers) {
+    // Only the output layers are read after the blocks (by the heads).
+    ws.release("agg.block");
+    ws.release("agg.tokens");
+    be_.release_scratch();
+    cache.release_scratch();
   }
   return result;
 }

@@ -43,6 +43,10 @@ class Aggregator {
   void note_replayed() { cache_->note_replayed_step(); }
   AggregatorOutput forward(Workspace& ws, const Tensor& images, bool store);  // all three
   void reset();
+  // Frees the KV cache's staging memory (the stored keys and values stay).
+  void release_scratch() {
+    if (cache_) cache_->release_scratch();
+  }
 
   int64_t frames_stored() const { return frames_stored_; }
   const kv::KvCache* cache() const { return cache_.get(); }

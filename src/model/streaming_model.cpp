@@ -10,6 +10,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -60,6 +64,15 @@ void warn_if_not_finite(const FrameResult& r) {
   } else {
     log_warn("frame {}: {} of {} depth values are not finite", r.index, bad_depth, r.depth.numel());
   }
+}
+
+// Gives the heap's free pages back to the system after a phase's buffers
+// were freed: glibc serves allocations below its (adaptive) mmap threshold
+// from the heap, and keeps what they free mapped.
+void trim_heap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace
@@ -151,6 +164,9 @@ void StreamingModel::reset() {
     // flight there; a GPU may still read them (and its recorded graphs
     // refer to them), so it keeps them.
     ws_->clear();
+    be_.release_scratch();
+    aggregator_->release_scratch();
+    trim_heap();
     scale_buffers_held_ = false;
   }
   pending_.clear();
@@ -253,6 +269,7 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     // step), and no graph has been recorded yet.
     readback_.wait_all();
     ws_->clear();
+    trim_heap();
     scale_buffers_held_ = false;
   } else if (S == 1 && scale_buffers_held_) {
     ws_->track_use();

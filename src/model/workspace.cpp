@@ -22,6 +22,10 @@ void Workspace::track_use() {
   for (auto& [key, e] : buffers_) e.used = false;
 }
 
+void Workspace::release(std::string_view prefix) {
+  std::erase_if(buffers_, [prefix](const auto& kv) { return kv.first.starts_with(prefix); });
+}
+
 void Workspace::release_unused() {
   std::erase_if(buffers_, [](const auto& kv) { return !kv.second.used; });
 }

@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace lingbot {
 
@@ -29,6 +30,9 @@ class Workspace {
   // no recorded graph refers to them).
   void track_use();
   void release_unused();
+  // Frees every buffer whose name starts with `prefix` (a stage's buffers,
+  // once they are dead); the same rules as for release_unused().
+  void release(std::string_view prefix);
 
  private:
   struct Entry {

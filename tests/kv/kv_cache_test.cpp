@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <string>
 
 using namespace lingbot;
@@ -251,5 +253,57 @@ TEST(KvCacheLongStream, HundredThousandFramesWithFlatPatchMemory) {
     const CacheStats d = dense->stats();
     const int64_t token_bytes = 2 * 2 * 4;
     EXPECT_LE(d.bytes_reserved, (d.visible_tokens + (int64_t{1} << 20)) * token_bytes * 2);
+  }
+}
+
+namespace {
+
+// This process's resident memory (VmRSS), or -1 where /proc is missing.
+int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmRSS: %" SCNd64, &kb) == 1) break;
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+}  // namespace
+
+// Issue #19: the paged store's pool grows by several pages at a time, but
+// only the pages written take memory (each is faulted in before its first
+// write), and reset() gives that memory back while keeping the chunks.
+TEST(PagedKvStore, OnlyThePagesWrittenTakeMemory) {
+  if (resident_bytes() < 0) GTEST_SKIP() << "no /proc/self/status";
+  TokenLayout l;
+  l.num_special = 6;
+  l.num_patches = 8186;  // a page of 8186 float32 K and V rows of 16 x 64: 64 MiB
+  l.num_heads = 16;
+  l.head_dim = 64;
+  CacheConfig c;
+  c.pool_growth_pages = 4;
+  const double page = 2.0 * l.num_patches * l.row_floats() * sizeof(float);
+  auto cache = make_cpu_cache(Layout::Paged, c, l, 1);
+  const Tensor k = rows(l, l.tokens_per_frame(), 0.5f), v = rows(l, l.tokens_per_frame(), 0.25f);
+  Tensor q = rows(l, 1), out = rows(l, 1);
+  const auto one_frame = [&] {
+    cache->begin_step(1, true);
+    cache->append(0, k, v);
+    cache->attend(0, q, out);
+    cache->end_step();
+  };
+  for (int stream = 0; stream < 2; ++stream) {
+    const int64_t before = resident_bytes();
+    one_frame();  // one frame page and the specials' page of a 4-page chunk
+    const double grown = static_cast<double>(resident_bytes() - before);
+    EXPECT_GT(grown, 1.5 * page) << "stream " << stream;
+    EXPECT_LT(grown, 2.5 * page) << "stream " << stream;
+    EXPECT_EQ(cache->stats().bytes_reserved, static_cast<int64_t>(4 * page)) << "stream " << stream;
+    EXPECT_FLOAT_EQ(out.f32()[0], 0.25f);  // softmax over equal keys: the value
+    const int64_t full = resident_bytes();
+    cache->reset();
+    EXPECT_GT(static_cast<double>(full - resident_bytes()), 1.5 * page) << "stream " << stream;
   }
 }

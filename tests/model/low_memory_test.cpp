@@ -127,3 +127,35 @@ TEST(LowMemory, AStreamAfterAResetEqualsOneOnANewModel) {
     EXPECT_EQ(test::max_abs_diff(got[i].world_points, expected[i].world_points), 0.0) << "frame " << i;
   }
 }
+
+// Issue #19: a scale step on the CPU frees each stage's buffers once they
+// are dead (the encoder's, the aggregator blocks', the backend's scratch),
+// so what its workspace holds beyond a streamed frame's is only its extra
+// frames' inputs and outputs: the images, the four output layers the heads
+// read, the 3D RoPE tables, the raw depth maps and the camera head's rows,
+// never every frame's transformer activations.
+TEST(LowMemory, TheCpuScaleStepKeepsOnlyItsFramesInputsAndOutputs) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  StreamOptions opt = StreamOptions::from_config(fx.config);
+  opt.pipeline_depth = 0;
+  opt.num_scale_frames = 6;
+  StreamingModel model(*be, fx.weights, fx.config, opt);
+  const int h = 42, w = 56, S = opt.num_scale_frames;
+  const auto frames = random_frames(S + 1, h, w, 7);
+  for (int i = 0; i < S; ++i) model.push(frames[static_cast<size_t>(i)]);
+  const size_t scale_step = model.workspace_bytes();
+  model.push(frames[static_cast<size_t>(S)]);
+  const size_t streamed = model.workspace_bytes();
+
+  const ModelConfig& c = fx.config;
+  const int64_t tokens = c.num_special_tokens() + int64_t{h / c.patch_size} * (w / c.patch_size);
+  const int64_t per_frame_floats = 4 * tokens * 2 * c.embed_dim  // the output layers
+                                   + 3 * h * w                  // the image
+                                   + 2 * h * w                  // depth and confidence, raw
+                                   + 2 * tokens * c.head_dim()  // 3D RoPE cos and sin
+                                   + 64 * c.camera_head.dim;    // the camera head's rows, generously
+  const size_t allowance = static_cast<size_t>((S - 1) * per_frame_floats) * sizeof(float);
+  EXPECT_LE(scale_step, streamed + allowance)
+      << "scale step " << scale_step << " bytes, streamed frame " << streamed << " bytes";
+}

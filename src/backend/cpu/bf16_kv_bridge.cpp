@@ -38,6 +38,10 @@ class Bf16KvBridge final : public kv::KvCache {
     storage_chosen_ = true;  // from here on the store holds what it holds
   }
   void reset() override { store_->reset(); }
+  void release_scratch() override {
+    k_ = v_ = q_ = out_ = Tensor();
+    store_->release_scratch();
+  }
   kv::CacheStats stats() const override { return store_->stats(); }
   const kv::TokenLayout& layout() const override { return store_->layout(); }
   const kv::CacheConfig& config() const override { return store_->config(); }

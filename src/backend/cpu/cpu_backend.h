@@ -63,6 +63,7 @@ class CpuBackend final : public Backend {
   void fill(Tensor& t, float value) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void synchronize() override {}
+  void release_scratch() override { scratch_ = Scratch{}; }
   DType compute_dtype() const override { return compute_; }
 
   std::unique_ptr<kv::KvCache> make_kv_cache(kv::Layout layout, const kv::CacheConfig& config,
@@ -111,6 +112,20 @@ class CpuBackend final : public Backend {
   std::unique_ptr<OnednnMatmuls> matmuls_;  // the bf16 mode's primitives
   // conv2d's oneDNN primitives and scratch, kept from call to call.
   std::unique_ptr<OnednnConvolutions> convolutions_;
+  // Float32 scratch kept from call to call, each buffer as large as the
+  // largest call so far needed (a scale step's: every frame's rows);
+  // release_scratch() frees them.
+  struct Scratch {
+    // The bf16 mode's widened activations followed by, for a bfloat16
+    // output, the float32 products: one buffer, as large as the largest
+    // pair that one call needs, instead of two buffers each as large as
+    // the largest of its own kind.
+    std::vector<float> products;
+    std::vector<float> weights;    // the bf16 mode's widened weights
+    std::vector<float> sums;       // linear_residual's products before they are added
+    std::vector<float> attention;  // one group's q, k, v and output, widened (the bf16 mode)
+    std::vector<float> staging;    // patchify's rows before they are rounded to bfloat16
+  } scratch_;
 };
 
 }  // namespace lingbot::cpu

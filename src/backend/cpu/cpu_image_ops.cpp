@@ -19,8 +19,9 @@ void CpuBackend::patchify(const Tensor& images, int patch, const std::array<floa
   const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * patch * patch;
   const float* src = images.f32();
   // The bf16 mode's patches (the patch embedding's input) are rounded once at the end.
-  thread_local std::vector<float> staging;
-  if (patches.dtype() == DType::BF16) staging.resize(static_cast<size_t>(patches.numel()));
+  std::vector<float>& staging = scratch_.staging;
+  if (patches.dtype() == DType::BF16 && staging.size() < static_cast<size_t>(patches.numel()))
+    staging.resize(static_cast<size_t>(patches.numel()));
   float* dst = patches.dtype() == DType::BF16 ? staging.data() : patches.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(s.n * s.h * s.w * 3))
   for (int64_t b = 0; b < s.n; ++b) {

@@ -123,13 +123,28 @@ const uint16_t* as_bf16(const Tensor& t, std::vector<uint16_t>& buffer) {
   return buffer.data();
 }
 
+// `buffer` with room for at least n floats (its contents are not kept).
+float* room(std::vector<float>& buffer, int64_t n) {
+  if (buffer.size() < static_cast<size_t>(n)) {
+    buffer = std::vector<float>();  // freed first: the old and the new never coexist
+    buffer.resize(static_cast<size_t>(n));
+  }
+  return buffer.data();
+}
+
+// Elements [first, first + count) of a float32 or bfloat16 tensor as
+// float32: its own data, or widened into `into`.
+const float* as_f32(const Tensor& t, int64_t first, int64_t count, float* into) {
+  if (t.dtype() == DType::F32) return t.f32() + first;
+  LB_CHECK(t.dtype() == DType::BF16, "cpu backend: expected float32 or bfloat16, got {}", t.describe());
+  f32_from_bf16(t.data_as<const uint16_t>() + first, into, count);
+  return into;
+}
+
 // A float32 or bfloat16 tensor as float32: its own data, or a widened copy.
 const float* as_f32(const Tensor& t, std::vector<float>& buffer) {
   if (t.dtype() == DType::F32) return t.f32();
-  LB_CHECK(t.dtype() == DType::BF16, "cpu backend: expected float32 or bfloat16, got {}", t.describe());
-  buffer.resize(static_cast<size_t>(t.numel()));
-  f32_from_bf16(t.data_as<const uint16_t>(), buffer.data(), t.numel());
-  return buffer.data();
+  return as_f32(t, 0, t.numel(), room(buffer, t.numel()));
 }
 
 // The bf16 mode's element-wise ops on bfloat16 operands (the op contract
@@ -163,9 +178,12 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, 
   }
   // Widened: bf16 values are exact in float32, so sgemm multiplies the same
   // numbers as a bf16 product would, and sums them in float32 too.
-  thread_local std::vector<float> x32, w32, y32;
-  const float* xs = as_f32(x, x32);
-  const float* ws = as_f32(w, w32);
+  // The widened x first, then (for a bfloat16 output) the float32 products,
+  // 64 bytes apart at least.
+  const int64_t x_floats = x.dtype() == DType::F32 ? 0 : (n * k + 15) / 16 * 16;
+  float* const products = room(scratch_.products, x_floats + (kind == MatmulDst::Bf16 ? n * m : 0));
+  const float* xs = as_f32(x, 0, n * k, products);
+  const float* ws = as_f32(w, scratch_.weights);
   if (kind == MatmulDst::AddIntoF32) {  // dst += x w^T + b: the bias first, then sgemm accumulates
     float* r = static_cast<float*>(dst);
     if (bias) {
@@ -179,10 +197,7 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, 
     return;
   }
   float* y = static_cast<float*>(dst);
-  if (kind == MatmulDst::Bf16) {
-    y32.resize(static_cast<size_t>(n * m));
-    y = y32.data();
-  }
+  if (kind == MatmulDst::Bf16) y = products + x_floats;
   gemm_abt(n, m, k, xs, k, ws, k, y, m);
   apply_bias_activation(y, n, m, bias, act);
   if (kind == MatmulDst::Bf16) bf16_from_f32(y, static_cast<uint16_t*>(dst), n * m);
@@ -205,8 +220,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tenso
   LB_CHECK(w.dtype() == DType::F32, "linear: the cpu backend takes float32 or bfloat16 weights, got {}",
            w.describe());
   LB_CHECK(out.dtype() == DType::F32, "linear: float32 weights write float32 output, got {}", out.describe());
-  thread_local std::vector<float> x_f32;
-  gemm_abt(N, M, K, as_f32(x, x_f32), K, w.f32(), K, out.f32(), M);
+  gemm_abt(N, M, K, as_f32(x, scratch_.products), K, w.f32(), K, out.f32(), M);
   apply_bias_activation(out.f32(), N, M, b ? b->f32() : nullptr, act);
 }
 
@@ -228,20 +242,18 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     linear_bf16(x, w, b, Activation::None, MatmulDst::AddIntoF32, residual.data(), N, K, M);
     return;
   }
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(N * M));
+  float* const sums = room(scratch_.sums, N * M);
   if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {
-    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, nullptr, scratch.data(), /*accumulate=*/false);
+    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, nullptr, sums, /*accumulate=*/false);
   } else if (w.dtype() == DType::BF16) {
-    linear_bf16(x, w, nullptr, Activation::None, MatmulDst::F32, scratch.data(), N, K, M);
+    linear_bf16(x, w, nullptr, Activation::None, MatmulDst::F32, sums, N, K, M);
   } else {
-    thread_local std::vector<float> x_f32;
-    gemm_abt(N, M, K, as_f32(x, x_f32), K, w.f32(), K, scratch.data(), M);
+    gemm_abt(N, M, K, as_f32(x, scratch_.products), K, w.f32(), K, sums, M);
   }
   const float* bias = b ? b->f32() : nullptr;
   const float* g = gamma ? gamma->f32() : nullptr;
   float* r = residual.f32();
-  const float* y = scratch.data();
+  const float* y = sums;
 #pragma omp parallel for schedule(static) if (parallel_worth(N * M))
   for (int64_t i = 0; i < N; ++i) {
     for (int64_t c = 0; c < M; ++c) {
@@ -328,28 +340,29 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, in
                            int head_dim, Tensor& out) {
   const auto [n, C] = contracts::check_attention(contract(), q, k, v, groups, num_heads, head_dim, out);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  // The bf16 mode: attention in float32 on widened copies, the output rounded once.
-  thread_local std::vector<float> q32, k32, v32, out32;
-  const float* pq = as_f32(q, q32);
-  const float* pk = as_f32(k, k32);
-  const float* pv = as_f32(v, v32);
-  float* po = out.dtype() == DType::F32 ? out.f32() : nullptr;
-  if (!po) {
-    out32.resize(static_cast<size_t>(out.numel()));
-    po = out32.data();
-  }
+  // The bf16 mode: attention in float32 on widened copies, the output
+  // rounded once; one group at a time (groups attend only inside
+  // themselves), so the copies are one group's, not every frame's.
+  const int64_t group = n * C;
+  const bool widens = q.dtype() == DType::BF16 || k.dtype() == DType::BF16 || v.dtype() == DType::BF16 ||
+                      out.dtype() == DType::BF16;
+  float* const copies = widens ? room(scratch_.attention, 4 * group) : nullptr;
   const bool bf16_products = attention_products_ == AttentionProducts::Bf16 && q.dtype() == DType::BF16 &&
                              n >= kMinBf16AttentionQueries;
   for (int g = 0; g < groups; ++g) {
-    const int64_t off = g * n * C;
-    const KvSpan span{pk + off, pv + off, n};
+    const int64_t off = g * group;
+    const float* pq = as_f32(q, off, group, copies);
+    const float* pk = as_f32(k, off, group, copies + group);
+    const float* pv = as_f32(v, off, group, copies + 2 * group);
+    float* po = out.dtype() == DType::F32 ? out.f32() + off : copies + 3 * group;
+    const KvSpan span{pk, pv, n};
     if (bf16_products) {
-      cpu::attention_bf16(pq + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po + off);
+      cpu::attention_bf16(pq, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po);
     } else {
-      cpu::attention(pq + off, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po + off);
+      cpu::attention(pq, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po);
     }
+    if (out.dtype() == DType::BF16) bf16_from_f32(po, out.data_as<uint16_t>() + off, group);
   }
-  if (po != out.data()) bf16_from_f32(po, out.data_as<uint16_t>(), out.numel());
 }
 
 void CpuBackend::copy_rows(const Tensor& src, Tensor& dst, const RowCopy& c) {

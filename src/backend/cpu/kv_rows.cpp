@@ -6,6 +6,11 @@
 
 #include <cstring>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 namespace lingbot::cpu {
 
 namespace {
@@ -58,6 +63,33 @@ KvRowBlock::KvRowBlock(KvElement element, int num_heads, int head_dim, int64_t c
   const int64_t total = round_up_64(scales_offset_ + scale_bytes);
   memory_ = Tensor::empty({total}, DType::U8);
   if (prefault) parallel_first_touch(static_cast<float*>(memory_.data()), total / 4);
+}
+
+void KvRowBlock::prefault(int64_t slot, int64_t count) {
+  LB_ASSERT(slot >= 0 && count >= 0 && slot + count <= capacity_);
+  const auto touch = [](std::byte* first, int64_t bytes) {
+    constexpr int64_t kPage = 4096;
+    volatile std::byte* p = first;
+#pragma omp parallel for schedule(static) if (bytes > 256 * kPage)
+    for (int64_t i = 0; i < bytes; i += kPage) p[i] = p[i];
+  };
+  touch(k_elems(slot), count * row_bytes_);
+  touch(v_elems(slot), count * row_bytes_);
+  if (element_ == KvElement::Fp8) {
+    touch(reinterpret_cast<std::byte*>(k_scales(slot)), count * num_heads_ * int64_t{4});
+    touch(reinterpret_cast<std::byte*>(v_scales(slot)), count * num_heads_ * int64_t{4});
+  }
+}
+
+void KvRowBlock::release_memory() {
+#if defined(__linux__)
+  const auto begin = reinterpret_cast<uintptr_t>(memory_.data());
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + memory_.nbytes()) / page * page;
+  // Private anonymous memory: the pages come back zeroed when touched.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+#endif
 }
 
 std::byte* KvRowBlock::k_elems(int64_t slot) const {

@@ -11,8 +11,9 @@
 // store's slabs of frame slots and chunks of retained specials. With
 // `prefault`, a block's memory is first touched in parallel when it is made
 // (the page faults are taken by the whole team, not by the first append's
-// thread: the paged store's large chunks); the stores keep their blocks
-// across reset(), so a second stream faults in nothing.
+// thread); the paged store instead faults in each page's slots when the
+// page is first written (prefault()), so that pages no frame has used take
+// no memory. The stores keep their blocks across reset().
 #pragma once
 
 #include "backend/cpu/attention.h"
@@ -39,6 +40,15 @@ class KvRowBlock {
   void copy(const KvRowBlock& src, int64_t src_slot, int64_t slot, int64_t count);
   // Slots [slot, slot + count) as attention reads them.
   KvSpan span(int64_t slot, int64_t count) const;
+  // Faults in the memory of slots [slot, slot + count) in parallel (each
+  // page rewritten with what it holds, so slots already written keep their
+  // values): a block made without `prefault` takes its page faults slot
+  // range by slot range, as its slots come into use.
+  void prefault(int64_t slot, int64_t count);
+  // Gives the memory of every slot back to the system (the whole pages
+  // inside the block; they read as zeros when next touched): for when no
+  // slot holds anything the store will read again.
+  void release_memory();
 
   int64_t capacity() const { return capacity_; }
   int64_t nbytes() const { return static_cast<int64_t>(memory_.nbytes()); }

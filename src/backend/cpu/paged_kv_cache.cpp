@@ -33,10 +33,20 @@ void PagedKvCache::ensure_pages(BlockMemory& mem, int32_t pages) {
   const int32_t per_chunk = config_.pool_growth_pages;
   while (static_cast<int64_t>(mem.chunks.size()) * per_chunk < pages) {
     mem.chunks.emplace_back(element_, layout_.num_heads, layout_.head_dim, int64_t{per_chunk} * planner_.page_size(),
-                             /*prefault=*/true);
+                             /*prefault=*/false);
     bytes_reserved_ += mem.chunks.back().nbytes();
     bytes_allocated_total_ += mem.chunks.back().nbytes();
   }
+}
+
+void PagedKvCache::fault_in(BlockMemory& mem, int32_t page) const {
+  // A page's memory is faulted in (by the whole team) before its first
+  // write, not when its chunk is made: the pool grows by several pages at
+  // a time, and the pages no frame has used yet take no memory.
+  if (mem.faulted.size() <= static_cast<size_t>(page)) mem.faulted.resize(static_cast<size_t>(page) + 1, 0);
+  if (mem.faulted[static_cast<size_t>(page)] != 0) return;
+  chunk_of(mem, page).prefault(first_slot(page), planner_.page_size());
+  mem.faulted[static_cast<size_t>(page)] = 1;
 }
 
 void PagedKvCache::begin_step(int num_frames, bool store) {
@@ -55,6 +65,8 @@ void PagedKvCache::append(int block, const Tensor& k, const Tensor& v) {
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_pages(mem, plan.pool_pages);
   const int64_t row = layout_.row_floats();
+  for (const kv::RowWrite& w : plan.writes) fault_in(mem, w.page);
+  for (const kv::SlotCopy& c : plan.copies) fault_in(mem, c.dst_page);
   for (const kv::RowWrite& w : plan.writes) {
     chunk_of(mem, w.page).write(first_slot(w.page) + w.slot, k.f32() + w.src_row * row, v.f32() + w.src_row * row, w.count);
   }
@@ -101,8 +113,14 @@ void PagedKvCache::end_step() {
 void PagedKvCache::reset() {
   planner_.reset();
   steps_.reset();
-  // The chunks stay: the next stream's pages get the same ids from the
-  // emptied pool and land in memory that is already faulted in.
+  // The chunks stay allocated (the next stream's pages get the same ids from
+  // the emptied pool), but their memory goes back to the system: the next
+  // stream faults in only the pages it uses, instead of every page the
+  // longest stream so far used (a benchmark's warm-up stream, say).
+  for (BlockMemory& mem : blocks_) {
+    for (KvRowBlock& chunk : mem.chunks) chunk.release_memory();
+    mem.faulted.assign(mem.faulted.size(), 0);
+  }
 }
 
 kv::CacheStats PagedKvCache::stats() const {

@@ -9,8 +9,9 @@
 // plan's row writes (encoding to the storage type) and slot copies (codes
 // and scales as stored) for that block; attend() hands the visible pages to
 // cpu::attention as one span per page, read in place. Nothing is allocated
-// before the first step; reset() keeps the chunks, already faulted in, for
-// the next stream (the destructor frees them).
+// before the first step; a page's memory is faulted in when the page is
+// first written; reset() keeps the chunks for the next stream but gives
+// their memory back (the destructor frees them).
 #pragma once
 
 #include "backend/cpu/attention.h"
@@ -46,6 +47,7 @@ class PagedKvCache final : public kv::KvCache {
  private:
   struct BlockMemory {
     std::vector<KvRowBlock> chunks;  // pool_growth_pages pages each
+    std::vector<uint8_t> faulted;    // per page id: its memory was faulted in
   };
 
   // The chunk holding `page`, and the page's first slot in it.
@@ -53,6 +55,7 @@ class PagedKvCache final : public kv::KvCache {
   KvRowBlock& chunk_of(BlockMemory& mem, int32_t page) const;
   int64_t first_slot(int32_t page) const;
   void ensure_pages(BlockMemory& mem, int32_t pages);
+  void fault_in(BlockMemory& mem, int32_t page) const;
   std::vector<KvSpan> spans_of(int block, const kv::PageTable& table) const;
 
   AttentionProducts products_;
