@@ -91,8 +91,8 @@
          "Tensor-core attention kernel where one applies (bfloat16, head_dim 64): auto is wgmma-ws on Hopper "  \
          "and mma elsewhere; mma or wgmma-ws pins that kernel on Hopper")                                     \
   CHOICE(Cuda, memory_profile, "default", "default|low",                                                       \
-         "Device memory: default, or low for small GPUs (kv_window 32 and kv_dtype fp8 unless set, the scale "  \
-         "phase's buffers freed before the first streamed frame)")
+         "Device memory: default, or low for small GPUs (kv_window 32, kv_dtype fp8 and camera_head_weights "   \
+         "bf16 unless set, the scale phase's buffers freed before the first streamed frame)")
 
 namespace lingbot {
 
