@@ -210,7 +210,7 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tenso
              out.describe());
     bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, out.f32(),
                       /*accumulate=*/false);
-    apply_bias_activation(out.f32(), N, M, nullptr, act);
+    if (act != Activation::None) apply_bias_activation(out.f32(), N, M, nullptr, act);
     return;
   }
   if (w.dtype() == DType::BF16) {

@@ -19,6 +19,7 @@
 #include "backend/cuda/kernels.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace lingbot::cuda::kernels {
 
@@ -34,6 +35,18 @@ __device__ __forceinline__ float4 load_streaming(const float4* p) {
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                : "l"(p));
   return v;
+}
+
+// Each row's dot product, summed across the warp, plus the bias: lane 0
+// writes out[r, col].
+template <int kRows>
+__device__ __forceinline__ void store_sums(const float (&acc)[kRows], int lane, int64_t col, int64_t m,
+                                           const float* __restrict__ bias, float* __restrict__ out) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float sum = warp_sum(acc[r]);
+    if (lane == 0) out[r * m + col] = sum + (bias != nullptr ? bias[col] : 0.f);
+  }
 }
 
 // out[r, m] = sum_k x[r, k] w[m, k] + bias[m], r < kRows.
@@ -83,23 +96,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       for (int r = 0; r < kRows; ++r) acc[r] = fmaf(x[r * k + i], wv, acc[r]);
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const float sum = warp_sum(acc[r]);
-    if (lane == 0) out[r * m + col] = sum + (bias != nullptr ? bias[col] : 0.f);
-  }
-}
-
-template <int kRows>
-void launch(const float* x, const float* w, const float* bias, float* out, int64_t k, int64_t m, bool vec,
-            cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  if (vec) {
-    gemv_kernel<kRows, true><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
-  } else {
-    gemv_kernel<kRows, false><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
-  }
-  LB_CUDA_CHECK_LAUNCH();
+  store_sums<kRows>(acc, lane, col, m, bias, out);
 }
 
 // The same products with the weights kept in bfloat16 (camera_head_weights
@@ -165,55 +162,35 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       for (int r = 0; r < kRows; ++r) acc[r] = fmaf(x[r * k + i], wv, acc[r]);
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    const float sum = warp_sum(acc[r]);
-    if (lane == 0) out[r * m + col] = sum + (bias != nullptr ? bias[col] : 0.f);
-  }
+  store_sums<kRows>(acc, lane, col, m, bias, out);
 }
 
-template <int kRows>
-void launch_bf16w(const float* x, const uint16_t* w, const float* bias, float* out, int64_t k, int64_t m, bool vec,
-                  cudaStream_t stream) {
+// One launch of rows <= kGemvMaxRows: float32 weights (gemv_kernel) or
+// bfloat16 ones (gemv_bf16w_kernel).
+template <int kRows, typename W>
+void launch(const float* x, const W* w, const float* bias, float* out, int64_t k, int64_t m, bool vec,
+            cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const auto kernel = [&](auto vec_tag) {
+    constexpr bool kVec = decltype(vec_tag)::value;
+    if constexpr (std::is_same_v<W, float>) {
+      gemv_kernel<kRows, kVec><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
+    } else {
+      gemv_bf16w_kernel<kRows, kVec><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
+    }
+  };
   if (vec) {
-    gemv_bf16w_kernel<kRows, true><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
+    kernel(std::true_type{});
   } else {
-    gemv_bf16w_kernel<kRows, false><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
+    kernel(std::false_type{});
   }
   LB_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void gemv_bf16_weights(const float* x, const void* w_bf16, const float* bias, float* out, int64_t rows, int64_t k,
-                       int64_t m, cudaStream_t stream) {
-  const auto* w = static_cast<const uint16_t*>(w_bf16);
-  // Any number of rows, kGemvMaxRows at a time: each chunk streams the
-  // weights once more (the callers have a handful of rows).
-  for (int64_t r0 = 0; r0 < rows; r0 += kGemvMaxRows) {
-    const int64_t n = std::min<int64_t>(kGemvMaxRows, rows - r0);
-    const float* xr = x + r0 * k;
-    float* outr = out + r0 * m;
-    const bool vec = k % 8 == 0 && aligned16(xr) && aligned16(w);
-    switch (n) {
-      case 1: launch_bf16w<1>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 2: launch_bf16w<2>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 3: launch_bf16w<3>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 4: launch_bf16w<4>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 5: launch_bf16w<5>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 6: launch_bf16w<6>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 7: launch_bf16w<7>(xr, w, bias, outr, k, m, vec, stream); break;
-      case 8: launch_bf16w<8>(xr, w, bias, outr, k, m, vec, stream); break;
-      default: fail_kernel("gemv_bf16_weights", "more rows than kGemvMaxRows");
-    }
-  }
-}
-
-void gemv_f32(const float* x, const float* w, const float* bias, float* out, int64_t rows, int64_t k, int64_t m,
-              cudaStream_t stream) {
-  if (rows == 0 || m == 0) return;
-  const bool vec = k % 4 == 0 && aligned16(x) && aligned16(w);
+// launch<rows> for a run-time rows in 1 .. kGemvMaxRows.
+template <typename W>
+void launch_rows(const char* op, const float* x, const W* w, const float* bias, float* out, int64_t rows, int64_t k,
+                 int64_t m, bool vec, cudaStream_t stream) {
   switch (rows) {
     case 1: launch<1>(x, w, bias, out, k, m, vec, stream); break;
     case 2: launch<2>(x, w, bias, out, k, m, vec, stream); break;
@@ -223,8 +200,32 @@ void gemv_f32(const float* x, const float* w, const float* bias, float* out, int
     case 6: launch<6>(x, w, bias, out, k, m, vec, stream); break;
     case 7: launch<7>(x, w, bias, out, k, m, vec, stream); break;
     case 8: launch<8>(x, w, bias, out, k, m, vec, stream); break;
-    default: fail_kernel("gemv_f32", "more rows than kGemvMaxRows");
+    default: fail_kernel(op, "more rows than kGemvMaxRows");
   }
+}
+
+}  // namespace
+
+void gemv_bf16_weights(const float* x, const void* w_bf16, const float* bias, float* out, int64_t rows, int64_t k,
+                       int64_t m, cudaStream_t stream) {
+  if (rows == 0 || m == 0) return;
+  const auto* w = static_cast<const uint16_t*>(w_bf16);
+  // Any number of rows, kGemvMaxRows at a time: each chunk streams the
+  // weights once more (the callers have a handful of rows).
+  for (int64_t r0 = 0; r0 < rows; r0 += kGemvMaxRows) {
+    const int64_t n = std::min<int64_t>(kGemvMaxRows, rows - r0);
+    const float* xr = x + r0 * k;
+    float* outr = out + r0 * m;
+    const bool vec = k % 8 == 0 && aligned16(xr) && aligned16(w);
+    launch_rows("gemv_bf16_weights", xr, w, bias, outr, n, k, m, vec, stream);
+  }
+}
+
+void gemv_f32(const float* x, const float* w, const float* bias, float* out, int64_t rows, int64_t k, int64_t m,
+              cudaStream_t stream) {
+  if (rows == 0 || m == 0) return;
+  const bool vec = k % 4 == 0 && aligned16(x) && aligned16(w);
+  launch_rows("gemv_f32", x, w, bias, out, rows, k, m, vec, stream);
 }
 
 }  // namespace lingbot::cuda::kernels
