@@ -13,9 +13,11 @@
 //     timed now by dev/cuda/attention_wgmma_main.cu); splits 0
 //     = automatic; tma 0 = the cache's tiles copied row by row (set_tma).
 //     Target: >= 400 TFLOP/s on the H200.
-//   BM_PagedFullWindowFp8/<kernel>: the same with the fp8 cache (--kv-dtype
-//     fp8): one attend = the block's visible pages read back to bf16 staging
-//     (kv_fp8.h) + the bf16 kernel on them; kernel 0 = mma, 3 = wgmma-ws.
+//   BM_PagedFullWindowFp8/<kernel>/<read_back>: the same with the fp8 cache
+//     (--kv-dtype fp8); kernel 0 = mma, 3 = wgmma-ws. read_back 1: one
+//     attend = the block's visible pages read back to bf16 staging
+//     (kv_fp8.h) + the bf16 kernel on them (mma always does this); 0: the
+//     wgmma-ws kernel dequantises each key tile in shared memory itself.
 //     TFLOP/s counts the attention's FLOPs only; GB/s the fp8 bytes read.
 //   BM_Dense/<groups>/<n>/<kernel>: attention within groups (attention_dense,
 //     kernel 0 = auto, 3 = wgmma-ws): 1 x 978 (a frame block / the encoder), 8 x
@@ -237,6 +239,7 @@ void BM_PagedFullWindowFp8(benchmark::State& state) {
   FilledCache filled(kv::Layout::Paged, 100, aggregator_tokens(), DType::BF16, kv::KvDtype::Fp8);
   auto& cache = dynamic_cast<CudaKvCache&>(*filled.cache);
   cache.set_attention(kernel, 0);
+  cache.set_fp8_read_back(state.range(1) != 0);
   const Tensor q = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 1);
   Tensor out = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 2);
   cache.begin_step(1, true);
@@ -248,7 +251,13 @@ void BM_PagedFullWindowFp8(benchmark::State& state) {
   set_rates(state, 4.0 * nq * nk * kHeadDim * kHeads, 2.0 * nk * kHeads * (kHeadDim + 4) + 2.0 * nq * kHeads * kHeadDim * 2);
   state.counters["keys"] = nk;
 }
-BENCHMARK(BM_PagedFullWindowFp8)->ArgName("kernel")->Arg(0)->Arg(3)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PagedFullWindowFp8)
+    ->ArgNames({"kernel", "read_back"})
+    ->Args({0, 1})
+    ->Args({3, 1})
+    ->Args({3, 0})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_KvAppend(benchmark::State& state, kv::KvDtype storage) {
   const auto layout = state.range(0) == 0 ? kv::Layout::Paged : kv::Layout::Dense;

@@ -3,8 +3,9 @@
 # repository root, in about 4-6 minutes: build for sm_90a, the CUDA tests of
 # the KV caches and the model (fp8 cases included), the paged attention
 # kernels alone with the bf16 and the fp8 cache, then `bench` at 378 x 504
-# window 64 with --kv-dtype bf16 and fp8 (FPS, device memory in use) and the
-# fp8 run once more with the sm_80 attention kernel forced (mma.sync, what
+# window 64 with --kv-dtype bf16 and fp8 (FPS, device memory in use), the
+# low-memory profile at window 64 (378 x 504) and at its own window (518 x
+# 378), and the fp8 run once more with the sm_80 attention kernel forced (mma.sync, what
 # Ampere and Ada run), and the quality of bf16 and fp8 against upstream fp32
 # on the official-size random-weight checkpoint (as gpu_check.sh's parity
 # step), with fp8 against bf16. Results: $OUT/summary.txt, $OUT/logs.tar.gz.
@@ -68,6 +69,9 @@ log "bench: bf16 and fp8 KV cache"
 COMMON=(--frames "$FRAMES" --height 378 --width 504 --kv-window 64)
 bench_in "$B" kv_bf16 "${COMMON[@]}" --kv-dtype bf16
 bench_in "$B" kv_fp8 "${COMMON[@]}" --kv-dtype fp8
+# The 8 GB and 6 GB cards' configurations (issue #20 item 2).
+bench_in "$B" low_w64 "${COMMON[@]}" --memory-profile low
+bench_in "$B" low_518x378 --frames "$FRAMES" --height 378 --width 518 --memory-profile low
 # The sm_80 path (mma.sync, no TMA, no wgmma) forced on the H200: Ampere's and Ada's kernel.
 export LINGBOT_ATTENTION_KERNEL=mma
 bench_in "$B" kv_fp8_mma "${COMMON[@]}" --kv-dtype fp8

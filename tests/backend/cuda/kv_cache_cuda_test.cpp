@@ -422,6 +422,93 @@ TEST(CudaKvCache, TmaCopiesMatchRowCopies) {
   EXPECT_EQ(without.tensor_maps, nullptr);
 }
 
+// fp8 pages read inside the wgmma-ws kernel (each key tile dequantised in
+// shared memory) against the read-back to bf16 staging pages before the
+// same kernel (CudaKvCache::set_fp8_read_back): both put the same bfloat16
+// values in the kernel's tiles, so the outputs must be identical, bit for
+// bit. Two caches per case fed the same steps: the aggregator's layout
+// (pages of 972 and 978 keys: tiles addressed by span, a tile across a page
+// end), the paged and dense layouts, two blocks, forced key splits, a whole
+// frame of queries and a partial query tile; and small random layouts
+// (pages of a few keys: tiles walked row by row, partial tiles, no keys).
+TEST(CudaKvCache, Fp8InKernelGivesTheReadBacksBits) {
+  LB_REQUIRE_GPU();
+  if (!ct::hopper()) GTEST_SKIP() << "fp8 pages are read in the kernel by wgmma-ws, on Hopper (sm_90) only";
+  std::mt19937 rng(80);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  struct Case {
+    kv::CacheConfig config;
+    kv::TokenLayout tokens;
+    kv::Layout layout;
+    int splits;
+    int steps;
+  };
+  std::vector<Case> cases;
+  for (kv::Layout layout : {kv::Layout::Paged, kv::Layout::Dense}) {
+    for (int splits : {0, 2, 3}) {
+      kv::CacheConfig c;
+      c.sliding_window = 3;
+      c.scale_frames = 2;
+      c.pool_growth_pages = 2;
+      cases.push_back({c, aggregator_tokens(), layout, splits, 7});
+    }
+  }
+  for (int n = 0; n < kvt::iterations(12); ++n) {
+    auto [c, l] = kvt::random_config(rng, 64);
+    l.num_heads = 2;  // 16-byte aligned fp8 pages whatever the page size (the kernel's loads)
+    cases.push_back({c, l, pick(0, 1) ? kv::Layout::Paged : kv::Layout::Dense, pick(0, 1) ? 0 : pick(1, 4),
+                     pick(1, 12)});
+  }
+  const int blocks = 2;
+  for (const Case& cs : cases) {
+    kv::CacheConfig c = cs.config;
+    c.dtype = kv::KvDtype::Fp8;
+    const kv::TokenLayout& l = cs.tokens;
+    const std::string what = kvt::describe(c, l, blocks) +
+                             fmt::format(" {} splits {}", kv::layout_name(cs.layout), cs.splits);
+    auto fused = make_cuda_kv_cache(cs.layout, c, l, blocks, nullptr);
+    auto staged = make_cuda_kv_cache(cs.layout, c, l, blocks, nullptr);
+    auto& fused_cache = dynamic_cast<CudaKvCache&>(*fused);
+    auto& staged_cache = dynamic_cast<CudaKvCache&>(*staged);
+    fused_cache.set_fp8_read_back(false);
+    staged_cache.set_fp8_read_back(true);
+    for (CudaKvCache* cache : {&fused_cache, &staged_cache}) cache->set_attention(AttentionKernel::WgmmaWs, cs.splits);
+    ASSERT_TRUE(fused_cache.fp8_in_kernel()) << what;
+    ASSERT_FALSE(staged_cache.fp8_in_kernel()) << what;
+    for (int s = 0; s < cs.steps; ++s) {
+      const int frames = s == 0 ? std::max(1, c.scale_frames) : 1;
+      const bool store = s % 4 != 3;
+      const int64_t n = int64_t{frames} * l.tokens_per_frame();
+      for (kv::KvCache* cache : {fused.get(), staged.get()}) cache->begin_step(frames, store);
+      for (int b = 0; b < blocks; ++b) {
+        const Tensor dk = ct::upload(ct::round_to(ct::random_normal({n, l.num_heads, l.head_dim}, rng), DType::BF16),
+                                     DType::BF16);
+        const Tensor dv = ct::upload(ct::round_to(ct::random_normal({n, l.num_heads, l.head_dim}, rng), DType::BF16),
+                                     DType::BF16);
+        fused->append(b, dk, dv);
+        staged->append(b, dk, dv);
+        for (int64_t q_rows : {std::max<int64_t>(n, 1), int64_t{70}}) {
+          const Tensor dq = ct::upload(
+              ct::round_to(ct::random_normal({q_rows, l.num_heads, l.head_dim}, rng), DType::BF16), DType::BF16);
+          Tensor out_fused = ct::device_empty(dq.shape(), DType::BF16);
+          Tensor out_staged = ct::device_empty(dq.shape(), DType::BF16);
+          ct::poison(out_fused);
+          ct::poison(out_staged);
+          fused->attend(b, dq, out_fused);
+          staged->attend(b, dq, out_staged);
+          const Tensor a = ct::download(out_fused), r = ct::download(out_staged);
+          ASSERT_EQ(std::memcmp(a.f32(), r.f32(), static_cast<size_t>(a.numel()) * sizeof(float)), 0)
+              << what << " step " << s << " block " << b << " (" << fused->stats().visible_tokens << " visible keys, "
+              << q_rows << " queries): the kernel's own dequantisation and the read-back gave different outputs";
+        }
+      }
+      for (kv::KvCache* cache : {fused.get(), staged.get()}) cache->end_step();
+    }
+    // No staging pages for the cache that reads fp8 in the kernel.
+    EXPECT_LT(fused->stats().bytes_reserved, staged->stats().bytes_reserved) << what;
+  }
+}
+
 // The camera head's caches: one token per frame, never evicted, f32, 16 heads
 // x 128, one query per frame; long enough to fill several 256-token stream
 // pages (and pool chunks) in the dense layout.

@@ -31,6 +31,7 @@ int resident_ctas_per_sm(OccupancyCache& cache, const void* kernel, int threads,
 
 using attn::AttentionArgs;
 using attn::DenseKeys;
+using attn::PagedFp8Keys;
 using attn::PagedKeys;
 using bf16 = __nv_bfloat16;
 
@@ -239,9 +240,11 @@ int attention_paged_splits(AttentionKernel kernel, int64_t nq, int num_heads) {
   return static_cast<int>(std::clamp<int64_t>((target + items - 1) / items, 1, kMaxSplits));
 }
 
-void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
-                     Tensor& out, DeviceScratch& scratch, cudaStream_t stream, AttentionKernel kernel, int splits,
-                     AttentionKernel auto_choice) {
+namespace {
+
+// attention_paged's checks of q, out, the table and the split count; nq.
+int64_t check_paged_args(const Tensor& q, const Tensor& out, const KvTableHeader* table, int block, int num_heads,
+                         int head_dim, int splits) {
   check_device_tensor(q, "q");
   check_device_tensor(out, "out");
   LB_CHECK(table != nullptr, "cuda attention: null key table");
@@ -257,6 +260,25 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
   const int64_t nq = q.numel() / row;
   LB_CHECK(nq <= std::numeric_limits<int32_t>::max() / 2, "cuda attention: {} queries is too many", nq);
   LB_CHECK(splits >= 0 && splits <= 65535, "cuda attention: splits must be in [0, 65535], got {}", splits);
+  return nq;
+}
+
+// Points a at its split partials in scratch (splits > 1).
+template <typename T>
+void set_partials(AttentionArgs<T>& a, DeviceScratch& scratch, int64_t nq, int num_heads, int head_dim, int splits) {
+  if (splits <= 1) return;
+  const int64_t per_split = nq * num_heads;
+  auto* p = scratch.get_as<float>(int64_t{splits} * per_split * (head_dim + 1));
+  a.part_o = p;
+  a.part_lse = p + int64_t{splits} * per_split * head_dim;
+}
+
+}  // namespace
+
+void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
+                     Tensor& out, DeviceScratch& scratch, cudaStream_t stream, AttentionKernel kernel, int splits,
+                     AttentionKernel auto_choice) {
+  const int64_t nq = check_paged_args(q, out, table, block, num_heads, head_dim, splits);
   if (nq == 0) return;
   // Pages are 16-byte aligned by construction (kv_table.h), so only q/out matter.
   kernel = resolve(kernel, q.dtype(), head_dim, aligned(q.data(), 4) && aligned(out.data(), 4), auto_choice);
@@ -269,12 +291,7 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
     auto a = make_args<T>(q, out, 1, static_cast<int32_t>(nq), num_heads, head_dim);
     a.splits = splits;
     a.zero_fill_src = table;  // device_malloc'd: 256-byte aligned
-    if (splits > 1) {
-      const int64_t per_split = nq * num_heads;
-      auto* p = scratch.get_as<float>(int64_t{splits} * per_split * (head_dim + 1));
-      a.part_o = p;
-      a.part_lse = p + int64_t{splits} * per_split * head_dim;
-    }
+    set_partials(a, scratch, nq, num_heads, head_dim, splits);
     const PagedKeys<T> keys{table, block, head_dim};
     attn::launch_attention(kernel, a, keys, stream);
   };
@@ -283,6 +300,31 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
   } else {
     run(float{});
   }
+}
+
+bool fp8_attention_in_kernel(AttentionKernel kernel, int head_dim, AttentionKernel auto_choice) {
+  if (kernel != AttentionKernel::Auto && kernel != AttentionKernel::WgmmaWs) return false;
+  if (head_dim != 64 || device_info().major != 9) return false;
+  return resolve(kernel, DType::BF16, head_dim, true, auto_choice) == AttentionKernel::WgmmaWs;
+}
+
+void attention_paged_fp8(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
+                         Tensor& out, DeviceScratch& scratch, cudaStream_t stream, AttentionKernel kernel, int splits,
+                         AttentionKernel auto_choice) {
+  const int64_t nq = check_paged_args(q, out, table, block, num_heads, head_dim, splits);
+  LB_CHECK(q.dtype() == DType::BF16, "cuda attention: fp8 keys take bfloat16 queries, got {}", q.describe());
+  LB_CHECK(fp8_attention_in_kernel(kernel, head_dim, auto_choice),
+           "cuda attention: the {} kernel does not read fp8 pages (only wgmma-ws does, on Hopper with head_dim 64; "
+           "the others read them back to bfloat16 first)", attention_kernel_name(kernel));
+  LB_CHECK(aligned(q.data(), 4) && aligned(out.data(), 4), "cuda attention: fp8 keys need 4-byte aligned q/out");
+  if (nq == 0) return;
+  if (splits == 0) splits = attention_paged_splits(AttentionKernel::WgmmaWs, nq, num_heads);
+  check_launch_size(nq, num_heads, splits);
+  auto a = make_args<bf16>(q, out, 1, static_cast<int32_t>(nq), num_heads, head_dim);
+  a.splits = splits;
+  a.zero_fill_src = table;
+  set_partials(a, scratch, nq, num_heads, head_dim, splits);
+  attn::launch_attention(AttentionKernel::WgmmaWs, a, PagedFp8Keys{table, block, head_dim}, stream);
 }
 
 }  // namespace lingbot::cuda

@@ -277,29 +277,34 @@ namespace attn {
 template <typename T, typename Keys>
 void launch_attention(AttentionKernel kernel, const AttentionArgs<T>& a, const Keys& keys, cudaStream_t stream) {
   const int64_t items = a.total_rows() * a.num_heads;
-  switch (kernel) {
-    case AttentionKernel::Naive:
-      attention_naive_kernel<T, Keys><<<blocks_for(items, kNaiveThreads), kNaiveThreads, 0, stream>>>(a, keys);
-      LB_CUDA_CHECK_LAUNCH();
-      break;
-    case AttentionKernel::Mma:
-      if constexpr (std::is_same_v<T, bf16>) {
-        launch_attention_mma(a, keys, stream);
+  if constexpr (std::is_same_v<Keys, PagedFp8Keys>) {
+    (void)kernel;  // only wgmma-ws reads fp8 pages (the host checked)
+    launch_attention_wgmma_ws(a, keys, stream);
+  } else {
+    switch (kernel) {
+      case AttentionKernel::Naive:
+        attention_naive_kernel<T, Keys><<<blocks_for(items, kNaiveThreads), kNaiveThreads, 0, stream>>>(a, keys);
+        LB_CUDA_CHECK_LAUNCH();
         break;
-      }
-      [[fallthrough]];  // not reached: the host picks Mma for bf16 only
-    case AttentionKernel::WgmmaWs:
-      if constexpr (std::is_same_v<T, bf16>) {
-        launch_attention_wgmma_ws(a, keys, stream);
+      case AttentionKernel::Mma:
+        if constexpr (std::is_same_v<T, bf16>) {
+          launch_attention_mma(a, keys, stream);
+          break;
+        }
+        [[fallthrough]];  // not reached: the host picks Mma for bf16 only
+      case AttentionKernel::WgmmaWs:
+        if constexpr (std::is_same_v<T, bf16>) {
+          launch_attention_wgmma_ws(a, keys, stream);
+          break;
+        }
+        [[fallthrough]];  // not reached: the host picks them for bf16 only
+      case AttentionKernel::Warp:
+      case AttentionKernel::Auto:
+        attention_warp_kernel<T, Keys>
+            <<<blocks_for(items * a.splits * 32, kWarpThreads), kWarpThreads, 0, stream>>>(a, keys);
+        LB_CUDA_CHECK_LAUNCH();
         break;
-      }
-      [[fallthrough]];  // not reached: the host picks them for bf16 only
-    case AttentionKernel::Warp:
-    case AttentionKernel::Auto:
-      attention_warp_kernel<T, Keys>
-          <<<blocks_for(items * a.splits * 32, kWarpThreads), kWarpThreads, 0, stream>>>(a, keys);
-      LB_CUDA_CHECK_LAUNCH();
-      break;
+    }
   }
   if (a.splits > 1 && a.head_dim == 64 && a.splits <= kCombine64MaxSplits) {
     attention_combine64_kernel<T><<<blocks_for(items * 16, kCombineThreads), kCombineThreads, 0, stream>>>(
@@ -318,6 +323,7 @@ template void launch_attention(AttentionKernel, const AttentionArgs<float>&, con
 template void launch_attention(AttentionKernel, const AttentionArgs<float>&, const PagedKeys<float>&, cudaStream_t);
 template void launch_attention(AttentionKernel, const AttentionArgs<bf16>&, const DenseKeys<bf16>&, cudaStream_t);
 template void launch_attention(AttentionKernel, const AttentionArgs<bf16>&, const PagedKeys<bf16>&, cudaStream_t);
+template void launch_attention(AttentionKernel, const AttentionArgs<bf16>&, const PagedFp8Keys&, cudaStream_t);
 
 }  // namespace attn
 }  // namespace lingbot::cuda

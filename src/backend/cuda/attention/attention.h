@@ -75,6 +75,22 @@ void attention_paged(const Tensor& q, const KvTableHeader* table, int block, int
                      AttentionKernel kernel = AttentionKernel::Auto, int splits = 0,
                      AttentionKernel auto_choice = AttentionKernel::Auto);
 
+// q [nq, H, D] (bfloat16) against every visible key of `block` of an fp8
+// cache (kv/kv_fp8.h's pages: e4m3 codes and a scale per slot and head),
+// with no read-back: the wgmma-ws kernel dequantises each key tile in
+// shared memory, to the same bfloat16 values the read-back gives, so the
+// result is the read-back path's bit for bit. `kernel` Auto or WgmmaWs, on
+// the devices and shapes where fp8_attention_in_kernel() says so; else an
+// error. Splits and scratch as attention_paged.
+void attention_paged_fp8(const Tensor& q, const KvTableHeader* table, int block, int num_heads, int head_dim,
+                         Tensor& out, DeviceScratch& scratch, cudaStream_t stream,
+                         AttentionKernel kernel = AttentionKernel::Auto, int splits = 0,
+                         AttentionKernel auto_choice = AttentionKernel::Auto);
+// Whether `kernel` (Auto resolved with auto_choice) reads an fp8 cache
+// directly: the wgmma-ws kernel on Hopper, head_dim 64. The others (mma.sync,
+// warp, naive) read pages read back to bfloat16 staging first.
+bool fp8_attention_in_kernel(AttentionKernel kernel, int head_dim, AttentionKernel auto_choice = AttentionKernel::Auto);
+
 // The kernel Auto picks for a dtype and head_dim, and the key-split count
 // attention_paged uses for nq queries of num_heads heads with that kernel on
 // the current device.

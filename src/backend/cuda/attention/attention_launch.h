@@ -64,6 +64,17 @@ struct PagedKeys {
   int32_t head_dim = 0;
 };
 
+// The fp8 cache's pages (kv/kv_fp8.h's layout: e4m3 codes and a float32
+// scale per slot and head), read by the wgmma-ws kernel, which turns each
+// key tile into bfloat16 in shared memory (fp8_decode.cuh's arithmetic, the
+// same bits as the read-back to staging pages). Queries and outputs are
+// bfloat16.
+struct PagedFp8Keys {
+  const KvTableHeader* table = nullptr;  // device
+  int32_t block = 0;
+  int32_t head_dim = 0;
+};
+
 // Runs `kernel` (Naive, Warp, Mma or WgmmaWs; the last two only for bf16) and, when
 // args.splits > 1, the combine kernel. Defined in attention.cu for
 // T = float, __nv_bfloat16 and both sources.
@@ -96,6 +107,7 @@ template <typename T>
 int wgmma_ws_consumers(const PagedKeys<T>&) {
   return 2;
 }
+inline int wgmma_ws_consumers(const PagedFp8Keys&) { return 2; }
 inline int wgmma_ws_query_rows(int consumers) { return 64 * consumers; }
 // Keys per tile of the two-consumer shape, which runs the paged cache: the
 // box of the cache's TMA tensor maps (tensor_map.h) is one such tile.

@@ -42,6 +42,7 @@
 // wgmma group that read it.
 #include "backend/cuda/attention/attention_kernels.cuh"
 #include "backend/cuda/attention/wgmma_ops.cuh"
+#include "backend/cuda/kv/fp8_decode.cuh"
 
 #include <cuda_bf16.h>
 
@@ -117,17 +118,113 @@ constexpr int smem_of() {
 using namespace wg;
 #endif
 
+#if LB_WGMMA
+// The producer for the fp8 cache (PagedFp8Keys): each tile's codes and
+// scales are read with plain 16-byte loads, turned into bfloat16 in
+// registers (fp8_decode.cuh: the read-back's bits) and stored into the
+// stage in the bf16 tiles' swizzled layout, so the consumers run unchanged.
+// Thread = (quarter tid % 4 of a head row: 16 codes, two 16-byte chunks of
+// the stage; row tid / 4 + 32 i). Rows past the keys are zeros (V must be:
+// their P is 0, but 0 * NaN is not). The stores are generic-proxy writes
+// that wgmma reads through the async proxy: each thread fences before it
+// arrives on the stage's barrier, and the consumers fence again after
+// their wait, as for cp.async.
+template <int kBc, int kStages>
+__device__ __forceinline__ void produce_fp8_tiles(const PagedFp8View& view, int32_t kb, int32_t ke, int32_t n_tiles,
+                                                  int tid, uint64_t* full, uint64_t* empty, bf16* tiles) {
+  constexpr int kRows = kWarpgroup / 4;  // rows per pass
+  constexpr int kPasses = kBc / kRows;
+  constexpr int kTileElems = kBc * kD;
+  static_assert(kBc % kRows == 0);
+  const int quarter = tid & 3;
+  const int first_row = tid >> 2;
+  auto cursor = view.seek(kb + first_row);
+  const bool by_span = view.span_keys() >= kBc;
+  // Loads in groups of kGroup passes, every load of a group issued before
+  // the first conversion (a load under the row's validity test would wait
+  // for the previous pass's stores): rows past the keys load row 0's codes
+  // and are zeroed after. The first group's loads go out before the wait
+  // for the stage (they only fill registers). Three groups of two: all six
+  // passes' codes would not fit the producer's registers.
+  constexpr int kGroup = 2;
+  static_assert(kPasses % kGroup == 0);
+  struct Loaded {
+    uint4 k[kGroup], v[kGroup];
+    float k_scale[kGroup], v_scale[kGroup];
+  };
+  for (int32_t t = 0; t < n_tiles; ++t) {
+    const int stage = t % kStages;
+    const int32_t first_key = kb + t * kBc + first_row;
+    const bool any = first_key < ke;
+    // Keys of the next page among this thread's valid rows? (by span only)
+    const int32_t to_next_page = view.span_keys() - cursor.slot_in_span();
+    const bool next_page = any && to_next_page <= kBc - kRows && first_key + to_next_page < ke;
+    const auto span = by_span && any ? view.span_from(cursor, next_page) : PagedFp8View::Span{};
+    auto row_of = [&](int i) {  // pass i's row, or the first for rows past the keys
+      const bool valid = first_key + kRows * i < ke;
+      if (by_span) return view.row_in(span, valid ? kRows * i : 0);
+      auto c = cursor;
+      if (valid) view.advance(c, kRows * i);
+      return view.row_at(c);
+    };
+    auto load = [&](int g, Loaded& l) {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        const PagedFp8View::Row r = row_of(g + j);
+        l.k[j] = __ldg(reinterpret_cast<const uint4*>(r.k) + quarter);
+        l.v[j] = __ldg(reinterpret_cast<const uint4*>(view.v_codes(r)) + quarter);
+        l.k_scale[j] = __ldg(r.k_scale);
+        l.v_scale[j] = __ldg(view.v_scale(r));
+      }
+    };
+    bf16* k_tile = tiles + stage * kTileElems;
+    bf16* v_tile = tiles + (kStages + stage) * kTileElems;
+    auto store = [&](int g, const Loaded& l) {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j) {
+        const int i = g + j;
+        uint4 klo = make_uint4(0u, 0u, 0u, 0u), khi = klo, vlo = klo, vhi = klo;
+        if (first_key + kRows * i < ke) {
+          fp8::e4m3x16_to_bf16x16(l.k[j], l.k_scale[j], klo, khi);
+          fp8::e4m3x16_to_bf16x16(l.v[j], l.v_scale[j], vlo, vhi);
+        }
+        const int row = first_row + kRows * i;
+        *reinterpret_cast<uint4*>(k_tile + tile_offset(row, 2 * quarter)) = klo;
+        *reinterpret_cast<uint4*>(k_tile + tile_offset(row, 2 * quarter + 1)) = khi;
+        *reinterpret_cast<uint4*>(v_tile + tile_offset(row, 2 * quarter)) = vlo;
+        *reinterpret_cast<uint4*>(v_tile + tile_offset(row, 2 * quarter + 1)) = vhi;
+      }
+    };
+    Loaded l;
+    if (any) load(0, l);
+    if (t >= kStages) mbarrier_wait(&empty[stage], static_cast<uint32_t>((t / kStages - 1) & 1));
+#pragma unroll
+    for (int g = 0; g < kPasses; g += kGroup) {
+      if (any && g > 0) load(g, l);
+      store(g, l);
+    }
+    view.advance(cursor, kBc);
+    fence_proxy_async();
+    mbarrier_arrive(&full[stage]);
+  }
+}
+#endif
+
 template <int kConsumers, typename Keys>
 __global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
     attention_wgmma_ws_kernel(AttentionArgs<bf16> a, Keys keys) {
 #if LB_WGMMA
+  constexpr bool kFp8 = std::is_same_v<Keys, PagedFp8Keys>;
   using Shape = WsShape<kConsumers>;
   constexpr int kStages = Shape::kStages;
   constexpr int kConsumerThreads = kConsumers * kWarpgroup;
   constexpr int kBr = kConsumers * 64;  // query rows per CTA: 64 per consumer
   constexpr int kBc = Shape::kKeyTile;  // S = Q K^T is one wgmma m64n{kBc}k16 per k-step
   static_assert(kBc == 128 || kBc == 192);
-  static_assert(kWarpgroup * Shape::kProducerRegs + kConsumerThreads * Shape::kConsumerRegs <= 65536);
+  // The fp8 producer holds two passes' codes and scales in registers.
+  constexpr int kProducerRegs = kFp8 ? 56 : Shape::kProducerRegs;
+  constexpr int kConsumerRegs = kFp8 ? 224 : Shape::kConsumerRegs;
+  static_assert(kWarpgroup * kProducerRegs + kConsumerThreads * kConsumerRegs <= 65536);
   constexpr int kTileElems = kBc * kD;
   constexpr int kTileBytes = kTileElems * 2;
   constexpr int kPasses = kBc / kRowsPerPass;
@@ -171,88 +268,92 @@ __global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
 
   if (warpgroup == 0) {
     // ---- producer ----
-    release_registers<Shape::kProducerRegs>();
-    const int chunk = tid & 7;
-    const int first_row = tid >> 3;
-    auto cursor = view.seek(kb + first_row);
-    // This thread's rows of a tile, first_row + 16 i, are keys first_key +
-    // 16 i. When a tile's keys span at most two pages (pages of at least
-    // kBc keys, or dense keys), they are addressed from one Span per tile;
-    // smaller pages walk the cursor row by row.
-    const bool by_span = view.span_keys() >= kBc;
-    // TMA (the cache's tensor maps): a tile whose keys lie in one page and
-    // are all in this split is one box of K and one of V, copied by thread
-    // 0; the other tiles (across a page boundary, or past the keys) are
-    // copied row by row as below.
-    constexpr bool kViewTma = decltype(view)::kTma;
-    bool tma = false;
-    if constexpr (kViewTma) {
-      tma = view.tma_ready(kBc);
-      if (tma && tid == 0) {
-        for (int32_t c = 0; c < view.tma_maps(); ++c) tensormap_acquire(view.tma_map(c));
-      }
-    }
-    for (int32_t t = 0; t < n_tiles; ++t) {
-      const int stage = t % kStages;
-      if (t >= kStages) mbarrier_wait(&empty[stage], static_cast<uint32_t>((t / kStages - 1) & 1));
-      const int32_t tile_start = kb + t * kBc;
+    release_registers<kProducerRegs>();
+    if constexpr (kFp8) {  // fp8 pages, dequantised into the stages
+      produce_fp8_tiles<kBc, kStages>(view, kb, ke, n_tiles, tid, full, empty, tiles);
+    } else {
+      const int chunk = tid & 7;
+      const int first_row = tid >> 3;
+      auto cursor = view.seek(kb + first_row);
+      // This thread's rows of a tile, first_row + 16 i, are keys first_key +
+      // 16 i. When a tile's keys span at most two pages (pages of at least
+      // kBc keys, or dense keys), they are addressed from one Span per tile;
+      // smaller pages walk the cursor row by row.
+      const bool by_span = view.span_keys() >= kBc;
+      // TMA (the cache's tensor maps): a tile whose keys lie in one page and
+      // are all in this split is one box of K and one of V, copied by thread
+      // 0; the other tiles (across a page boundary, or past the keys) are
+      // copied row by row as below.
+      constexpr bool kViewTma = decltype(view)::kTma;
+      bool tma = false;
       if constexpr (kViewTma) {
-        if (tma && tile_start + kBc <= ke && view.tma_fits(tile_start, kBc)) {
-          // The barrier expects 128 arrivals: thread 0's (with the bytes)
-          // and 127 more, made by one lane per warp.
-          if (tid == 0) {
-            const auto box = view.tma_tile(tile_start);
-            fence_proxy_async();  // the stage's last cp.async writes before these
-            mbarrier_arrive_expect_tx(&full[stage], 2 * kTileBytes);
-            tma_load_4d(k_tile(stage), box.map, 0, head, box.slot, box.kv_page, &full[stage]);
-            tma_load_4d(v_tile(stage), box.map, 0, head, box.slot, box.kv_page + 1, &full[stage]);
-            mbarrier_arrive(&full[stage], 31u);
-          } else if ((tid & 31) == 0) {
-            mbarrier_arrive(&full[stage], 32u);
+        tma = view.tma_ready(kBc);
+        if (tma && tid == 0) {
+          for (int32_t c = 0; c < view.tma_maps(); ++c) tensormap_acquire(view.tma_map(c));
+        }
+      }
+      for (int32_t t = 0; t < n_tiles; ++t) {
+        const int stage = t % kStages;
+        if (t >= kStages) mbarrier_wait(&empty[stage], static_cast<uint32_t>((t / kStages - 1) & 1));
+        const int32_t tile_start = kb + t * kBc;
+        if constexpr (kViewTma) {
+          if (tma && tile_start + kBc <= ke && view.tma_fits(tile_start, kBc)) {
+            // The barrier expects 128 arrivals: thread 0's (with the bytes)
+            // and 127 more, made by one lane per warp.
+            if (tid == 0) {
+              const auto box = view.tma_tile(tile_start);
+              fence_proxy_async();  // the stage's last cp.async writes before these
+              mbarrier_arrive_expect_tx(&full[stage], 2 * kTileBytes);
+              tma_load_4d(k_tile(stage), box.map, 0, head, box.slot, box.kv_page, &full[stage]);
+              tma_load_4d(v_tile(stage), box.map, 0, head, box.slot, box.kv_page + 1, &full[stage]);
+              mbarrier_arrive(&full[stage], 31u);
+            } else if ((tid & 31) == 0) {
+              mbarrier_arrive(&full[stage], 32u);
+            }
+            view.advance(cursor, kBc);
+            continue;
+          }
+        }
+        const int32_t first_key = tile_start + first_row;
+        auto copy_row = [&](int i, const bf16* k_row, const bf16* v_row) {
+          const bool valid = first_key + kRowsPerPass * i < ke;
+          const bf16* zero = static_cast<const bf16*>(a.zero_fill_src);
+          const int off = tile_offset(first_row + kRowsPerPass * i, chunk);
+          cp_async16(k_tile(stage) + off, valid ? k_row + chunk * 8 : zero, valid ? 16 : 0);
+          cp_async16(v_tile(stage) + off, valid ? v_row + chunk * 8 : zero, valid ? 16 : 0);
+        };
+        if (by_span) {
+          if (first_key < ke) {
+            // Keys of the next page among this thread's valid rows?
+            const int32_t to_next_page = view.span_keys() - cursor.slot_in_span();
+            const bool next_page = to_next_page <= kBc - kRowsPerPass && first_key + to_next_page < ke;
+            const auto span = view.span_from(cursor, next_page);
+#pragma unroll
+            for (int i = 0; i < kPasses; ++i) {
+              copy_row(i, view.k_in(span, kRowsPerPass * i), view.v_in(span, kRowsPerPass * i));
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < kPasses; ++i) copy_row(i, nullptr, nullptr);  // all zero-filled
           }
           view.advance(cursor, kBc);
-          continue;
-        }
-      }
-      const int32_t first_key = tile_start + first_row;
-      auto copy_row = [&](int i, const bf16* k_row, const bf16* v_row) {
-        const bool valid = first_key + kRowsPerPass * i < ke;
-        const bf16* zero = static_cast<const bf16*>(a.zero_fill_src);
-        const int off = tile_offset(first_row + kRowsPerPass * i, chunk);
-        cp_async16(k_tile(stage) + off, valid ? k_row + chunk * 8 : zero, valid ? 16 : 0);
-        cp_async16(v_tile(stage) + off, valid ? v_row + chunk * 8 : zero, valid ? 16 : 0);
-      };
-      if (by_span) {
-        if (first_key < ke) {
-          // Keys of the next page among this thread's valid rows?
-          const int32_t to_next_page = view.span_keys() - cursor.slot_in_span();
-          const bool next_page = to_next_page <= kBc - kRowsPerPass && first_key + to_next_page < ke;
-          const auto span = view.span_from(cursor, next_page);
-#pragma unroll
-          for (int i = 0; i < kPasses; ++i) {
-            copy_row(i, view.k_in(span, kRowsPerPass * i), view.v_in(span, kRowsPerPass * i));
-          }
         } else {
 #pragma unroll
-          for (int i = 0; i < kPasses; ++i) copy_row(i, nullptr, nullptr);  // all zero-filled
+          for (int i = 0; i < kPasses; ++i) {
+            const bool valid = first_key + kRowsPerPass * i < ke;
+            copy_row(i, valid ? view.k_at(cursor) : nullptr, valid ? view.v_at(cursor) : nullptr);
+            view.advance(cursor, kRowsPerPass);
+          }
         }
-        view.advance(cursor, kBc);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kPasses; ++i) {
-          const bool valid = first_key + kRowsPerPass * i < ke;
-          copy_row(i, valid ? view.k_at(cursor) : nullptr, valid ? view.v_at(cursor) : nullptr);
-          view.advance(cursor, kRowsPerPass);
-        }
+        cp_async_arrive(&full[stage]);
       }
-      cp_async_arrive(&full[stage]);
+      cp_async_wait0();  // leave no copy in flight behind an exited thread
     }
-    cp_async_wait0();  // leave no copy in flight behind an exited thread
     return;
   }
 
   // ---- consumers ----
-  claim_registers<Shape::kConsumerRegs>();
+  claim_registers<kConsumerRegs>();
   const int consumer = warpgroup - 1;
   if (consumer >= active) return;
   const int cwarp = (tid - kWarpgroup) >> 5;  // rows 16 cwarp .. 16 cwarp + 15 of the CTA's kBr
@@ -438,7 +539,9 @@ void launch_shape(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_
 
 template <typename Keys>
 void launch_attention_wgmma_ws(const AttentionArgs<bf16>& args, const Keys& keys, cudaStream_t stream) {
-  if (wgmma_ws_consumers(keys) == 3) {
+  if constexpr (std::is_same_v<Keys, PagedFp8Keys>) {
+    launch_shape<2>(args, keys, stream);  // the paged cache's shape (wgmma_ws_consumers)
+  } else if (wgmma_ws_consumers(keys) == 3) {
     launch_shape<3>(args, keys, stream);
   } else {
     launch_shape<2>(args, keys, stream);
@@ -449,6 +552,7 @@ template void launch_attention_wgmma_ws<DenseKeys<bf16>>(const AttentionArgs<bf1
                                                          cudaStream_t);
 template void launch_attention_wgmma_ws<PagedKeys<bf16>>(const AttentionArgs<bf16>&, const PagedKeys<bf16>&,
                                                          cudaStream_t);
+template void launch_attention_wgmma_ws<PagedFp8Keys>(const AttentionArgs<bf16>&, const PagedFp8Keys&, cudaStream_t);
 
 int attention_wgmma_ws_ctas_per_sm(int consumers) {
   if (consumers == 3) {

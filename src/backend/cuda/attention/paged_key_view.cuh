@@ -127,4 +127,64 @@ __device__ __forceinline__ PagedView<T> make_view(const PagedKeys<T>& keys, int3
   return w;
 }
 
+// The fp8 cache's pages as the wgmma-ws producer reads them: the codes
+// through a PagedView of bytes (a page's codes are [kv][slot][head][dim],
+// one byte each, so the bf16 view's addressing holds with one-byte
+// elements), and each slot's scale beside them: K's at byte
+//   codes_bytes + slot * num_heads * 4 + head * 4
+// of the page, V's scale_v_offset further on (kv/kv_fp8.h). No TMA: the
+// cache has tensor maps only for bf16 pages.
+struct PagedFp8View {
+  using Codes = PagedView<uint8_t>;
+  using Cursor = Codes::Cursor;
+  using Span = Codes::Span;
+  Codes codes;
+  // From a slot's K code row (which the offset puts at the head's bytes) to
+  // its K scale: codes_bytes - slot * row_bytes + slot * scale_row + head * 4
+  // bytes, split into the part per slot and the rest.
+  int64_t scale_from_codes;  // codes_bytes + head * 4 - head * head_dim
+  int32_t scale_row;         // num_heads * 4
+  int64_t scale_v_offset;
+  static constexpr bool kTma = false;
+  __device__ int32_t num_keys() const { return codes.num_keys(); }
+  __device__ Cursor seek(int32_t key) const { return codes.seek(key); }
+  __device__ void advance(Cursor& c, int32_t by) const { codes.advance(c, by); }
+  __device__ int32_t span_keys() const { return codes.span_keys(); }
+  __device__ Span span_from(Cursor c, bool next_page) const { return codes.span_from(c, next_page); }
+  // Key delta of a span, or the key at a cursor: its K code row, K scale and
+  // V scale (its V code row is codes.v_offset after the K row).
+  struct Row {
+    const uint8_t* k;
+    const float* k_scale;
+  };
+  __device__ Row row_in(const Span& sp, int32_t delta) const {
+    const int32_t slot = sp.slot0 + delta;
+    const bool next = slot >= codes.page_size;
+    const int32_t s = next ? slot - codes.page_size : slot;
+    const char* page = next ? sp.base1 : sp.base0;
+    return {reinterpret_cast<const uint8_t*>(page + s * codes.row_bytes),
+            reinterpret_cast<const float*>(page + scale_from_codes + int64_t{s} * scale_row)};
+  }
+  __device__ Row row_at(Cursor c) const {
+    const char* page = codes.pages[c.page] + codes.offset;
+    return {reinterpret_cast<const uint8_t*>(page + c.slot * codes.row_bytes),
+            reinterpret_cast<const float*>(page + scale_from_codes + int64_t{c.slot} * scale_row)};
+  }
+  __device__ const uint8_t* v_codes(const Row& r) const { return r.k + codes.v_offset; }
+  __device__ const float* v_scale(const Row& r) const {
+    return reinterpret_cast<const float*>(reinterpret_cast<const char*>(r.k_scale) + scale_v_offset);
+  }
+};
+
+__device__ __forceinline__ PagedFp8View make_view(const PagedFp8Keys& keys, int32_t group, int32_t head) {
+  const KvTableHeader& t = *keys.table;
+  PagedFp8View w;
+  w.codes = make_view(PagedKeys<uint8_t>{keys.table, keys.block, keys.head_dim}, group, head);
+  w.codes.maps = nullptr;
+  w.scale_from_codes = 2 * t.v_offset + int64_t{head} * 4 - int64_t{head} * keys.head_dim;
+  w.scale_row = static_cast<int32_t>(t.row_bytes / keys.head_dim) * 4;
+  w.scale_v_offset = t.scale_v_offset;
+  return w;
+}
+
 }  // namespace lingbot::cuda::attn

@@ -145,6 +145,36 @@ void CudaKvCache::ensure_chunks(int32_t pool_pages) {
   }
 }
 
+// fp8 pages read back for a bf16 kernel: the staging pages in visible
+// order, and the table through which the kernel reads them, for the step
+// whose table upload_step() made.
+void CudaKvCache::stage_step() {
+  const std::vector<char*>& pages = step_pages_;
+  ensure_staging(step_header_.num_pages);
+  KvTableHeader sh = step_header_;
+  sh.num_moves = 0;
+  sh.row_bytes = tokens_.row_floats() * 2;
+  sh.v_offset = int64_t{page_size_} * sh.row_bytes;
+  sh.block_stride = 0;
+  sh.scale_v_offset = 0;
+  std::vector<char*> staged;
+  std::vector<int32_t> staged_ids;  // visible page i is staging page i
+  for (size_t i = 0; i < pages.size(); ++i) {
+    staged.push_back(staging_ + static_cast<int64_t>(i) * 2 * sh.v_offset);
+    staged_ids.push_back(static_cast<int32_t>(i));
+  }
+  if (tma_enabled_ && staging_map_) {
+    sh.pages_per_chunk = staging_pages_;
+    sh.tma_box_rows = attn::kWsPagedKeyTile;
+    sh.num_tensor_maps = 1;
+    staging_table_.upload(sh, staged, {}, staged_ids, {*staging_map_});
+  } else {
+    sh.num_tensor_maps = 0;
+    staging_table_.upload(sh, staged, {});
+  }
+  step_staged_ = true;
+}
+
 void CudaKvCache::upload_step() {
   const kv::StepPlan& plan = planner_plan();
   ensure_chunks(plan.pool_pages);
@@ -193,31 +223,10 @@ void CudaKvCache::upload_step() {
   } else {
     table_.upload(h, pages, moves);
   }
-  if (fp8_) {
-    // The staging pages in visible order, as the bf16 kernels read them.
-    ensure_staging(plan.visible.num_pages());
-    KvTableHeader sh = h;
-    sh.num_moves = 0;
-    sh.row_bytes = tokens_.row_floats() * 2;
-    sh.v_offset = int64_t{page_size_} * sh.row_bytes;
-    sh.block_stride = 0;
-    sh.scale_v_offset = 0;
-    std::vector<char*> staged;
-    std::vector<int32_t> staged_ids;  // visible page i is staging page i
-    for (size_t i = 0; i < pages.size(); ++i) {
-      staged.push_back(staging_ + static_cast<int64_t>(i) * 2 * sh.v_offset);
-      staged_ids.push_back(static_cast<int32_t>(i));
-    }
-    if (tma_enabled_ && staging_map_) {
-      sh.pages_per_chunk = staging_pages_;
-      sh.tma_box_rows = attn::kWsPagedKeyTile;
-      sh.num_tensor_maps = 1;
-      staging_table_.upload(sh, staged, {}, staged_ids, {*staging_map_});
-    } else {
-      sh.num_tensor_maps = 0;
-      staging_table_.upload(sh, staged, {});
-    }
-  }
+  step_header_ = h;
+  step_pages_ = std::move(pages);
+  step_staged_ = false;
+  if (fp8_ && !fp8_in_kernel()) stage_step();
   step_uploaded_ = true;
 }
 
@@ -285,8 +294,23 @@ void CudaKvCache::attend(int block, const Tensor& q, Tensor& out) {
   check_rows(out, q.dim(0), "attend: out");
   LB_CHECK(q.dtype() == *dtype_ && out.dtype() == *dtype_, "kv cache: attend: q and out must be {} like the "
            "cache, got {} and {}", dtype_name(*dtype_), dtype_name(q.dtype()), dtype_name(out.dtype()));
+  if (fp8_ && fp8_in_kernel()) {
+    attention_paged_fp8(q, table_.device(), block, tokens_.num_heads, tokens_.head_dim, out, scratch_,
+                        kernel_stream(), kernel_, splits_, auto_choice_);
+    return;
+  }
   if (fp8_) {
     const cudaStream_t stream = kernel_stream();
+    if (!step_staged_) {
+      // The kernel was chosen after the step began (tests switch kernels
+      // within a step): stage now, ordered before the kernels' stream.
+      check_not_capturing(stream_, "reading fp8 pages back for a kernel chosen during the step");
+      stage_step();
+      if (stream != stream_) {
+        LB_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+        LB_CUDA_CHECK(cudaStreamWaitEvent(stream, uploaded_, 0));
+      }
+    }
     launch_kv_dequantise(table_.device(), block, staging_table_.device(), fp8_shape(), stream);
     attention_paged(q, staging_table_.device(), 0, tokens_.num_heads, tokens_.head_dim, out, scratch_, stream,
                     kernel_, splits_, auto_choice_);
@@ -325,6 +349,12 @@ void CudaKvCache::reset() {
   step_uploaded_ = false;
   planner_->reset();
   steps_.reset();
+}
+
+bool CudaKvCache::fp8_in_kernel() const {
+  // The kernel's 16-byte loads of codes need 16-byte aligned pages.
+  return fp8_ && !fp8_read_back_ && fp8_shape().page_bytes() % 16 == 0 &&
+         fp8_attention_in_kernel(kernel_, tokens_.head_dim, auto_choice_);
 }
 
 void CudaKvCache::set_attention(AttentionKernel kernel, int splits) {

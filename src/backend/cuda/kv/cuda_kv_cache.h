@@ -114,6 +114,16 @@ class CudaKvCache final : public kv::KvCache {
   // on). Off, every tile is copied row by row with cp.async: the way to
   // compare the two (bench/attention_cuda_bench.cpp). From the next step on.
   void set_tma(bool enabled) { tma_enabled_ = enabled; }
+  // fp8 storage: whether attend() reads the pages back to bfloat16 staging
+  // pages before a bf16 kernel runs (the default), or, off, lets the
+  // wgmma-ws kernel dequantise each key tile in shared memory itself where
+  // it can (Hopper, head_dim 64): no staging pages, the same bits. The
+  // in-kernel reader is not the default because it is slower today (its
+  // producer waits on each pass's loads: docs/attention-kernel.md); tests
+  // and the benchmark turn it on. From the next step on.
+  void set_fp8_read_back(bool enabled) { fp8_read_back_ = enabled; }
+  // Whether this cache's attend() reads fp8 pages in the kernel (no staging).
+  bool fp8_in_kernel() const;
 
  private:
   const kv::StepPlan& planner_begin(int num_frames, bool store);
@@ -128,6 +138,7 @@ class CudaKvCache final : public kv::KvCache {
   int64_t page_bytes() const;  // one page, K and V (fp8: codes and scales)
   Fp8PageShape fp8_shape() const;
   void ensure_staging(int32_t pages);  // fp8: bf16 staging for `pages` visible pages
+  void stage_step();                   // fp8: the step's staging pages and their table (read-back kernels)
   char* page_ptr(int32_t page) const;  // block 0's copy
   void ensure_chunks(int32_t pool_pages);
   void upload_step();  // the open step's table -> device
@@ -153,6 +164,10 @@ class CudaKvCache final : public kv::KvCache {
   std::vector<char*> chunks_;   // device memory: [block][pages_per_chunk][page]
   std::vector<TensorMap> tensor_maps_;  // one per chunk, or none (no TMA for this cache)
   bool tma_enabled_ = true;
+  bool fp8_read_back_ = true;
+  bool step_staged_ = false;  // fp8: this step's staging table is uploaded
+  KvTableHeader step_header_;        // the step's table as uploaded
+  std::vector<char*> step_pages_;    // its visible pages (block 0's addresses)
   int64_t bytes_reserved_ = 0;
   int64_t bytes_allocated_total_ = 0;
   bool step_uploaded_ = false;

@@ -1,5 +1,6 @@
 #include "backend/cuda/kv/kv_fp8.h"
 #include "backend/cuda/kv/kv_append.h"
+#include "backend/cuda/kv/fp8_decode.cuh"
 
 #include "backend/cuda/cuda_check.h"
 
@@ -120,29 +121,13 @@ __global__ void __launch_bounds__(kThreads)
 
 
 // The same read-back, 16 codes per thread: one 16-byte load of codes, two
-// 16-byte stores of bfloat16. A page's codes and scales are both laid out
-// [kv][slot][head] (codes with head_dim more per entry), so code byte i's
-// scale is scales[i / head_dim] and its bfloat16 lands at element i of the
-// staging page: no per-item decomposition into page, slot and head. Needs
-// head_dim % 16 == 0 (a load never straddles two heads) and 16-byte aligned
-// pages (launch_kv_dequantise checks both).
-//
-// e4m3 -> f16 is a bit move: sign to bit 15, exponent and mantissa to bits
-// 7-13, which is the code's value times 2^-8 (normals and subnormals alike,
-// and the codes 0x7f / 0xff decode to +-480 as from_e4m3 does), so the 2^8 is
-// folded into the scale. f16 -> f32 is exact and (x * 2^8) * scale rounds
-// like x * (2^8 * scale), so the result is from_e4m3(code) * scale bit for bit.
-__device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  lo = ((w & 0x7fu) << 7) | ((w & 0x80u) << 8) | ((w & 0x7f00u) << 15) | ((w & 0x8000u) << 16);
-  hi = ((w & 0x7f0000u) >> 9) | ((w & 0x800000u) >> 8) | ((w & 0x7f000000u) >> 1) | (w & 0x80000000u);
-}
-
-__device__ __forceinline__ uint32_t scaled_bf16x2(uint32_t f16x2, float scale) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&f16x2));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-  return *reinterpret_cast<const uint32_t*>(&b);
-}
-
+// 16-byte stores of bfloat16 (fp8_decode.cuh's arithmetic). A page's codes
+// and scales are both laid out [kv][slot][head] (codes with head_dim more
+// per entry), so code byte i's scale is scales[i / head_dim] and its
+// bfloat16 lands at element i of the staging page: no per-item
+// decomposition into page, slot and head. Needs head_dim % 16 == 0 (a load
+// never straddles two heads) and 16-byte aligned pages
+// (launch_kv_dequantise checks both).
 __global__ void __launch_bounds__(kThreads)
     kv_dequantise_vector_kernel(const KvTableHeader* table, int block, const KvTableHeader* staging,
                                 Fp8PageShape shape) {
@@ -157,17 +142,7 @@ __global__ void __launch_bounds__(kThreads)
     const float* scales = reinterpret_cast<const float*>(base + shape.codes_bytes());
     uint4* out = reinterpret_cast<uint4*>(out_table.page_ptrs[page]);
     for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += gridDim.x * blockDim.x) {
-      const uint4 w = __ldg(codes + c);
-      const float scale = __ldg(scales + c / chunks_per_head) * 256.f;
-      uint32_t h[8];
-      e4m3x4_to_f16x4(w.x, h[0], h[1]);
-      e4m3x4_to_f16x4(w.y, h[2], h[3]);
-      e4m3x4_to_f16x4(w.z, h[4], h[5]);
-      e4m3x4_to_f16x4(w.w, h[6], h[7]);
-      out[2 * c] = make_uint4(scaled_bf16x2(h[0], scale), scaled_bf16x2(h[1], scale), scaled_bf16x2(h[2], scale),
-                              scaled_bf16x2(h[3], scale));
-      out[2 * c + 1] = make_uint4(scaled_bf16x2(h[4], scale), scaled_bf16x2(h[5], scale),
-                                  scaled_bf16x2(h[6], scale), scaled_bf16x2(h[7], scale));
+      fp8::e4m3x16_to_bf16x16(__ldg(codes + c), __ldg(scales + c / chunks_per_head), out[2 * c], out[2 * c + 1]);
     }
   }
 }
