@@ -121,9 +121,12 @@ TEST(CudaBackendMemory, RejectsBadArgumentsWithAnError) {
   EXPECT_THROW(gpu().upload_into(dev, dev), Error);           // not a host tensor
   Tensor host_out = Tensor::empty({4, 8});
   EXPECT_THROW(gpu().relu(dev, host_out), Error);             // output on the host
-  const Tensor w = gpu().alloc({8, 8}, DType::BF16);
+  // A bfloat16 weight under a float32 x is allowed (camera_head_weights
+  // bf16); a float32 weight under a bfloat16 x is not.
+  const Tensor dev_bf16 = gpu().alloc({4, 8}, DType::BF16);
+  const Tensor w = gpu().alloc({8, 8}, DType::F32);
   Tensor out = gpu().alloc({4, 8}, DType::F32);
-  EXPECT_THROW(gpu().linear(dev, w, nullptr, out, Activation::None), Error);  // dtypes differ
+  EXPECT_THROW(gpu().linear(dev_bf16, w, nullptr, out, Activation::None), Error);  // dtypes differ
   const Tensor w_f32 = gpu().alloc({8, 7}, DType::F32);
   EXPECT_THROW(gpu().linear(dev, w_f32, nullptr, out, Activation::None), Error);  // K mismatch
   Tensor i32 = gpu().alloc({4}, DType::I32);
