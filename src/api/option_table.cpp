@@ -210,6 +210,7 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   s.keyframe_interval = o.keyframe_interval;
   s.pipeline_depth = o.pipeline_depth;
   s.keep_dense_outputs = o.dense;
+  s.depth_head_batch = o.depth_head_batch;
   s.use_graphs = o.cuda_graphs;
   s.allow_extra_tensors = o.allow_extra_tensors;
   s.windowed = o.mode == "windowed";
@@ -243,6 +244,7 @@ cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
   c.attention_kernel = o.attention_kernel == "mma"        ? cuda::AttentionKernel::Mma
                        : o.attention_kernel == "wgmma-ws" ? cuda::AttentionKernel::WgmmaWs
                                                           : cuda::AttentionKernel::Auto;
+  c.low_memory = o.memory_profile == "low";
   return c;
 }
 

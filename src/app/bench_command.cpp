@@ -240,6 +240,7 @@ int run_bench(const BenchArgs& a) {
       j["device_in_use_mb"] = account->device_in_use / 1e6;
       j["allocated_mb"] = account->live_bytes / 1e6;
       j["allocated_peak_mb"] = account->peak_bytes / 1e6;
+      j["thread_stack_bytes"] = account->thread_stack_bytes;
       nlohmann::json uses = nlohmann::json::object();
       for (const MemoryUse& u : account->uses)
         uses[u.what] = {{"mb", u.live_bytes / 1e6}, {"peak_mb", u.peak_bytes / 1e6}};

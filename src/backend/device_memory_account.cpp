@@ -54,10 +54,12 @@ std::string format_memory_account(const DeviceMemoryAccount& a) {
   const auto mb = [](int64_t bytes) { return static_cast<double>(bytes) / 1e6; };
   std::string out;
   if (a.device_in_use >= 0) {
+    const std::string stack =
+        a.thread_stack_bytes >= 0 ? fmt::format(" with a {} B stack per thread", a.thread_stack_bytes) : "";
     out = fmt::format("device memory: {:.0f} MB in use of {:.0f} (cudaMemGetInfo), {:.0f} MB allocated by lingbot "
-                      "(peak {:.0f} MB), {:.0f} MB outside it (CUDA context, cuBLASLt's and cuDNN's own)\n",
+                      "(peak {:.0f} MB), {:.0f} MB outside it (CUDA context{}, cuBLASLt's and cuDNN's own)\n",
                       mb(a.device_in_use), mb(a.device_total), mb(a.live_bytes), mb(a.peak_bytes),
-                      mb(a.outside_ledger()));
+                      mb(a.outside_ledger()), stack);
   } else {
     out = fmt::format("device memory: {:.0f} MB allocated by lingbot (peak {:.0f} MB)\n", mb(a.live_bytes),
                       mb(a.peak_bytes));

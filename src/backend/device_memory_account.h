@@ -41,6 +41,10 @@ struct DeviceMemoryAccount {
   int64_t peak_bytes = 0;       // the most that was live at once (<= the sum of the per-use peaks)
   int64_t device_in_use = -1;   // cudaMemGetInfo's total - free (the whole device); -1: unknown
   int64_t device_total = -1;
+  // The CUDA context's per-thread stack limit (cudaLimitStackSize), for
+  // which the driver reserves local memory for every thread the GPU can
+  // hold at once: part of what is outside the ledger. -1: unknown.
+  int64_t thread_stack_bytes = -1;
   // device_in_use - live_bytes: context, libraries, rounding (0 when unknown).
   int64_t outside_ledger() const { return device_in_use >= 0 ? device_in_use - live_bytes : 0; }
 };

@@ -67,20 +67,21 @@ void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, i
 }
 
 void DepthHead::forward(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frames, int tokens_per_frame,
-                        int num_special, int gh, int gw, Tensor& out) {
-  // One frame at a time: the head has no cross-frame interaction, and its
-  // full-resolution activations are the largest buffers of the model (about
-  // 0.6 GB per frame at 378 x 504), so the scale phase reuses the streaming
-  // step's buffers instead of holding eight frames' worth.
-  for (int f = 0; f < frames; ++f) {
-    Tensor frame_out = out.slice(f, 1);
-    forward_frame(ws, layers, f, tokens_per_frame, num_special, gh, gw, frame_out);
+                        int num_special, int gh, int gw, Tensor& out, int batch) {
+  LB_CHECK(batch >= 1, "depth head: batch must be >= 1, got {}", batch);
+  // With a batch of 1 the scale phase reuses the streaming step's buffers
+  // instead of holding several frames' worth (the CPU and the low-memory
+  // profile); a last, smaller batch gets buffers of its own size.
+  for (int first = 0; first < frames; first += batch) {
+    const int count = std::min(batch, frames - first);
+    Tensor part = out.slice(first, count);
+    forward_frames(ws, layers, first, count, tokens_per_frame, num_special, gh, gw, part);
   }
 }
 
-void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frame,
-                              int tokens_per_frame, int num_special, int gh, int gw, Tensor& out) {
-  const int S = 1, C = 2 * config_.embed_dim, F = config_.depth_head.features;
+void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>& layers, int first, int count,
+                               int tokens_per_frame, int num_special, int gh, int gw, Tensor& out) {
+  const int S = count, C = 2 * config_.embed_dim, F = config_.depth_head.features;
   const int64_t np = static_cast<int64_t>(gh) * gw;
   const int H = gh * config_.patch_size, W = gw * config_.patch_size;
   const double aspect = static_cast<double>(W) / H;
@@ -94,7 +95,7 @@ void DepthHead::forward_frame(Workspace& ws, const std::array<const Tensor*, 4>&
   for (int i = 0; i < 4; ++i) {
     Tensor& rows = ws.get("dpt.rows", {S * np, C}, f32);
     be_.copy_rows(*layers[static_cast<size_t>(i)], rows,
-                  {S, np, C, int64_t{frame} * tokens_per_frame + num_special, tokens_per_frame, 0, np});
+                  {S, np, C, int64_t{first} * tokens_per_frame + num_special, tokens_per_frame, 0, np});
     be_.layer_norm(rows, &w_.get(kP + ".norm.weight"), &w_.get(kP + ".norm.bias"), kNormEps, rows);
     Tensor& projected = ws.get(fmt::format("dpt.proj{}", i), {S * np, oc[i]}, f32);
     be_.linear(rows, w_.get(fmt::format("{}.projects.{}.weight", kP, i)).reshape({oc[i], C}),

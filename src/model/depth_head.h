@@ -26,14 +26,18 @@ class DepthHead {
 
   // layers: the 4 selected aggregator outputs [S * T, 2E] (float32); the
   // frames' patch grid and image size. Writes the raw two-channel output
-  // (before exp / 1 + exp) into `out` [S, 2, H, W].
+  // (before exp / 1 + exp) into `out` [S, 2, H, W]. The frames go through
+  // the head `batch` at a time: the head has no cross-frame interaction, so
+  // any batch gives the same values, and its buffers (most of them
+  // full-resolution maps, about 0.3 GB per frame at 378 x 504) scale with
+  // the batch, while a larger batch keeps a GPU busier on the coarse levels.
   void forward(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frames, int tokens_per_frame,
-               int num_special, int gh, int gw, Tensor& out);
+               int num_special, int gh, int gw, Tensor& out, int batch = 1);
 
  private:
-  // The head on frame `frame` of the layers; out [1, 2, H, W].
-  void forward_frame(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frame, int tokens_per_frame,
-                     int num_special, int gh, int gw, Tensor& out);
+  // The head on frames [first, first + count) of the layers; out [count, 2, H, W].
+  void forward_frames(Workspace& ws, const std::array<const Tensor*, 4>& layers, int first, int count,
+                      int tokens_per_frame, int num_special, int gh, int gw, Tensor& out);
   // Residual conv unit: relu(x) -> conv -> relu -> conv, plus relu(x). x is overwritten by relu(x).
   void residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out);
   // RefineNet fusion: (x [+ unit1(skip)]) -> unit2 -> resize to (h, w) -> 1x1 conv.

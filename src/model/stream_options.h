@@ -25,6 +25,10 @@ struct StreamOptions {
   int keyframe_interval = option_defaults::keyframe_interval;
   int camera_iterations = 4;  // the official config's camera_num_iterations
   bool keep_dense_outputs = option_defaults::dense;  // depth, confidence and points per frame
+  // Frames the depth head takes in one pass in the scale phase (option
+  // depth_head_batch); 0: 4 on a GPU in the default memory profile, else 1
+  // (model/depth_head.h: the head's buffers scale with it, its values do not).
+  int depth_head_batch = option_defaults::depth_head_batch;
   bool keep_pose_iterations = false;
   bool use_graphs = option_defaults::cuda_graphs;  // replay streaming steps as CUDA graphs where the backend can
   // How far a frame's results trail its push():

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <optional>
 
 namespace lingbot {
 
@@ -51,13 +52,10 @@ kv::CacheConfig cache_config_for(const Backend& be, kv::CacheConfig cache) {
 // A frame whose outputs hold NaN or infinity (damaged input, or weights
 // outside what the model was trained for) is named once, so that it cannot
 // pass silently into the written results; the writers skip such points.
-void warn_if_not_finite(const FrameResult& r) {
+// `bad_depth`: how many of its depth values are not finite (counted where
+// they are computed, so that the check costs no pass of its own).
+void warn_if_not_finite(const FrameResult& r, int64_t bad_depth) {
   const bool pose_ok = std::all_of(r.pose_enc.begin(), r.pose_enc.end(), [](float x) { return std::isfinite(x); });
-  int64_t bad_depth = 0;
-  if (r.depth.defined()) {
-    const float* d = r.depth.f32();
-    for (int64_t k = 0; k < r.depth.numel(); ++k) bad_depth += std::isfinite(d[k]) ? 0 : 1;
-  }
   if (pose_ok && bad_depth == 0) return;
   if (!pose_ok) {
     log_warn("frame {}: the predicted camera is not finite (pose_enc holds NaN or infinity)", r.index);
@@ -87,8 +85,12 @@ StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, co
       config_(config),
       options_(options),
       readback_(backend),
-      phases_apart_(options.low_memory || backend.device() == Device::CPU) {
+      phases_apart_(options.low_memory || backend.device() == Device::CPU),
+      depth_head_batch_(options.depth_head_batch > 0                                 ? options.depth_head_batch
+                        : backend.device() == Device::CUDA && !options.low_memory ? 4
+                                                                                   : 1) {
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
+  LB_CHECK(options.depth_head_batch >= 0, "depth_head_batch must be >= 0, got {}", options.depth_head_batch);
   LB_CHECK(options.keyframe_interval >= 1, "keyframe_interval must be >= 1, got {}", options.keyframe_interval);
   LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
   LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth <= 2, "pipeline_depth must be 0, 1 or 2, got {}",
@@ -203,7 +205,7 @@ void StreamingModel::compute_heads(const std::array<const Tensor*, 4>& layers, i
     ProfileScope p("depth_head", sync);
     out.raw = &ws_->get("out.depth_raw", {S, 2, H, W}, DType::F32);
     if (as_branches) be_.begin_side_branch();
-    depth_->forward(*ws_, layers, S, T, grid.num_special, grid.gh, grid.gw, *out.raw);
+    depth_->forward(*ws_, layers, S, T, grid.num_special, grid.gh, grid.gw, *out.raw, depth_head_batch_);
     if (as_branches) be_.end_side_branch();
   }
   out.poses = &ws_->get("out.poses", {options_.camera_iterations, S, 9}, DType::F32);
@@ -258,6 +260,12 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   if (release_pending_) {
     readback_.wait_all();  // the scale step's read-back may still run
     ws_->release_unused();
+    // The convolutions' workspace, grown by the scale step's batched depth
+    // head, shrinks back to a streamed frame's need. With pipeline depth 2
+    // the first streamed step ran no head (its heads run in this one), and
+    // this step, the first with pending heads, runs directly and grows it
+    // again before any step is recorded.
+    if (depth_head_batch_ > 1 && options_.pipeline_depth >= 2) be_.release_scratch();
     release_pending_ = false;
   }
   if (S > 1) scale_buffers_held_ = true;
@@ -272,6 +280,11 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     trim_heap();
     scale_buffers_held_ = false;
   } else if (S == 1 && scale_buffers_held_) {
+    // Without pipelined heads this step runs its own depth head: the
+    // convolutions' workspace, grown by the scale step's batched head,
+    // shrinks back here (waiting for the scale step), and this step, run
+    // directly as the first of its kind, grows it to a frame's need.
+    if (depth_head_batch_ > 1 && options_.pipeline_depth < 2) be_.release_scratch();
     ws_->track_use();
     scale_buffers_held_ = false;
     release_pending_ = true;
@@ -344,7 +357,10 @@ std::vector<FrameResult> StreamingModel::collect(size_t keep_in_flight) {
   std::vector<FrameResult> out;
   while (readback_.in_flight() > keep_in_flight) {
     ProfileScope post("download+postprocess");
-    std::vector<FrameResult> r = complete(readback_.pop());
+    std::optional<ProfileScope> wait(std::in_place, "post: wait for the copy");
+    const LandedStep landed = readback_.pop();
+    wait.reset();
+    std::vector<FrameResult> r = complete(landed);
     std::move(r.begin(), r.end(), std::back_inserter(out));
   }
   return out;
@@ -376,22 +392,27 @@ std::vector<FrameResult> StreamingModel::complete(const LandedStep& step) {
       }
     }
     r.camera = decode_pose(r.pose_enc.data(), H, W);
+    int64_t bad_depth = 0;
     if (step.raw != nullptr) {
       // Channel 0: depth = exp(x); channel 1: confidence = 1 + exp(x).
+      std::optional<ProfileScope> stage(std::in_place, "post: depth, confidence");
       r.depth = Tensor::empty({H, W});
       r.depth_conf = Tensor::empty({H, W});
       r.world_points = Tensor::empty({H, W, 3});
       const float* d = step.raw->f32() + i * 2 * plane;
       float* depth = r.depth.f32();
       float* conf = r.depth_conf.f32();
-#pragma omp parallel for schedule(static) if (plane >= 16384)
+#pragma omp parallel for schedule(static) reduction(+ : bad_depth) if (plane >= 16384)
       for (int64_t k = 0; k < plane; ++k) {
         depth[k] = std::exp(d[k]);
         conf[k] = 1.0f + std::exp(d[plane + k]);
+        bad_depth += std::isfinite(depth[k]) ? 0 : 1;
       }
+      stage.reset();
+      stage.emplace("post: world points");
       unproject_depth(r.camera, depth, H, W, r.world_points.f32());
     }
-    warn_if_not_finite(r);
+    warn_if_not_finite(r, bad_depth);
   }
   return results;
 }

@@ -149,6 +149,10 @@ class StreamingModel : public FrameStream {
   // steps complete inside push(), so that waiting for the scale results
   // costs no overlap there.
   bool phases_apart_ = false;
+  // Frames the depth head takes in one pass in the scale phase
+  // (StreamOptions::depth_head_batch, resolved): the scale phase's head on
+  // a GPU is mostly small kernels on the coarse levels, which a batch fills.
+  int depth_head_batch_ = 1;
 };
 
 }  // namespace lingbot

@@ -58,6 +58,7 @@ TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
   EXPECT_EQ(cuda_from_table.sync_after_each_op, cuda_library.sync_after_each_op);
   EXPECT_EQ(cuda_from_table.lane_priority, cuda_library.lane_priority);
   EXPECT_EQ(cuda_from_table.attention_kernel, cuda_library.attention_kernel);
+  EXPECT_EQ(cuda_from_table.low_memory, cuda_library.low_memory);
 }
 
 TEST(OptionTable, EveryRowIsWellFormed) {
@@ -135,6 +136,9 @@ TEST(OptionTable, LowMemoryProfileHalvesTheWindowUnlessItIsSet) {
   EXPECT_EQ(s.cache.sliding_window, 32);
   EXPECT_EQ(s.cache.dtype, kv::KvDtype::Fp8);  // unless kv_dtype is set
   EXPECT_FALSE(stream_options(Options{}, official).low_memory);
+  // The backend's part: smaller cuBLASLt workspaces.
+  EXPECT_TRUE(cuda_backend_options(low).low_memory);
+  EXPECT_FALSE(cuda_backend_options(Options{}).low_memory);
   Options low_bf16 = low;
   set_option(low_bf16, "kv_dtype", "bf16");
   EXPECT_EQ(stream_options(low_bf16, official).cache.dtype, kv::KvDtype::Bf16);

@@ -81,6 +81,11 @@ TEST(MemoryAccount, NamesWhatIsOutsideTheLedger) {
             "MB), 1200 MB outside it (CUDA context, cuBLASLt's and cuDNN's own)\n"
             "  kv cache pages 7000 MB (peak 7000 MB, 24 allocations)\n"
             "  a tensor 3000 MB (peak 3500 MB, 1 allocation)\n");
+  a.thread_stack_bytes = 256;  // the driver's per-thread stack limit, when known
+  const std::string with_stack = format_memory_account(a);
+  EXPECT_EQ(with_stack.substr(0, with_stack.find('\n')),
+            "device memory: 11200 MB in use of 150000 (cudaMemGetInfo), 10000 MB allocated by lingbot (peak 10500 "
+            "MB), 1200 MB outside it (CUDA context with a 256 B stack per thread, cuBLASLt's and cuDNN's own)");
   a.device_in_use = -1;  // the driver could not be asked
   EXPECT_EQ(a.outside_ledger(), 0);
   const std::string text = format_memory_account(a);

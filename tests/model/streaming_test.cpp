@@ -302,3 +302,34 @@ TEST(Streaming, NonFiniteOutputsAreWarnedAboutPerFrame) {
   }
   EXPECT_GE(damaged, 1) << "the NaN pixel did not reach the outputs; the test checks nothing";
 }
+
+// The scale phase's depth head in batches (StreamOptions::depth_head_batch,
+// the GPU's default is 4) gives the frame-by-frame head's values: the head
+// has no cross-frame interaction. Batches of 2 over 5 scale frames leave a
+// last batch of one, and 8 takes them all at once. The CPU's convolutions
+// may sum in another order with more frames in a pass, so the bar is float32
+// rounding, not bit-identity; cameras do not go through the head at all.
+TEST(Streaming, DepthHeadBatchesGiveTheFrameByFrameResults) {
+  Fixture fx;
+  auto be = make_cpu_backend(1);
+  const auto frames = random_frames(7, 42, 56, 9);
+  StreamOptions opt = StreamOptions::from_config(fx.config);
+  opt.num_scale_frames = 5;
+  opt.cache.scale_frames = 5;
+  opt.depth_head_batch = 1;
+  StreamingModel one(*be, fx.weights, fx.config, opt);
+  const auto expected = stream(one, frames);
+  for (int batch : {2, 8}) {
+    opt.depth_head_batch = batch;
+    StreamingModel batched(*be, fx.weights, fx.config, opt);
+    const auto got = stream(batched, frames);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + ", frame " + std::to_string(i));
+      EXPECT_EQ(got[i].pose_enc, expected[i].pose_enc);
+      EXPECT_LE(test::relative_error(got[i].depth, expected[i].depth), 1e-6);
+      EXPECT_LE(test::relative_error(got[i].depth_conf, expected[i].depth_conf), 1e-6);
+      EXPECT_LE(test::relative_error(got[i].world_points, expected[i].world_points), 1e-6);
+    }
+  }
+}

@@ -146,6 +146,7 @@ Conv::Conv(cudaStream_t stream, bool allow_tf32) : impl_(std::make_unique<Impl>(
 Conv::~Conv() = default;
 
 size_t Conv::plan_count() const { return impl_->plans.size(); }
+void Conv::release_workspace() { impl_->workspace.release(); }
 
 void Conv::forward(const ConvShape& s, const float* x, const float* w, float* y) {
   if (s.batches == 0 || s.out_channels == 0 || s.out_height() <= 0 || s.out_width() <= 0) return;

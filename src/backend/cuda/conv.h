@@ -40,6 +40,9 @@ class Conv {
   // x[n, ci, oy*stride - pad + ky, ox*stride - pad + kx] (zero outside), no bias.
   void forward(const ConvShape& shape, const float* x, const float* w, float* y);
   size_t plan_count() const;
+  // Frees the workspace (grown to the largest convolution so far, e.g. a
+  // multi-frame batch's); the next convolution that needs one allocates it.
+  void release_workspace();
 
  private:
   struct Impl;

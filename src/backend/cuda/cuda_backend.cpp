@@ -135,6 +135,12 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
                              prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 
   register_device_allocator(Device::CUDA, tensor_allocator(options_.device));
+  // Only lowered, never raised: the driver raises it for kernels that need
+  // more, and the process may hold other backends (or other CUDA code).
+  size_t stack = 0;
+  if (cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess && stack > CudaBackendOptions::kThreadStackBytes)
+    LB_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitStackSize, CudaBackendOptions::kThreadStackBytes));
+  (void)cudaGetLastError();
 
   make_lane(main_, lane_priority(true));
   try {
@@ -166,7 +172,8 @@ int CudaBackend::lane_priority(bool main) const {
 void CudaBackend::make_lane(Lane& lane, int priority) const {
   LB_CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, priority));
   try {
-    lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32);
+    lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32,
+                                       options_.low_memory ? Gemm::kLowMemoryWorkspaceBytes : Gemm::kWorkspaceBytes);
     lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32);
     lane.scratch = std::make_unique<DeviceScratch>(lane.stream, "float32 scratch");
   } catch (...) {
@@ -197,6 +204,16 @@ void CudaBackend::after_op(const char* op) {
 void CudaBackend::synchronize() {
   LB_CUDA_CHECK(cudaStreamSynchronize(main_.stream));
   if (side_) LB_CUDA_CHECK(cudaStreamSynchronize(side_->stream));
+}
+
+void CudaBackend::release_scratch() {
+  check_not_capturing(main_.stream, "releasing the backend's scratch");
+  synchronize();
+  for (Lane* lane : {&main_, side_.get()}) {
+    if (lane == nullptr) continue;
+    lane->scratch->release();
+    lane->conv->release_workspace();
+  }
 }
 
 // ---- concurrent branches ------------------------------------------------------

@@ -77,6 +77,12 @@ class CudaBackend final : public Backend {
   void fill(Tensor& t, float value) override;
   void convert(const Tensor& src, Tensor& dst) override;
   void synchronize() override;
+  // Frees each lane's float32 scratch and cuDNN workspace (after a
+  // multi-frame step whose batched convolutions grew it), waiting for both
+  // lanes first; the next ops that need them allocate them again, so this
+  // must not precede a captured step that would (StepGraphs runs each kind
+  // of step directly once before recording it).
+  void release_scratch() override;
   DType compute_dtype() const override { return DType::BF16; }
   size_t device_memory_in_use() const override;
 

@@ -29,6 +29,18 @@ struct CudaBackendOptions {
   // tensor-core kernel applies: Auto (WgmmaWs), Mma or WgmmaWs
   // (attention/attention.h).
   AttentionKernel attention_kernel = AttentionKernel::Auto;
+  // The backend's part of memory_profile low: each lane's cuBLASLt
+  // workspace is 4 MiB instead of 32 (its heuristic passes over algorithms
+  // that need more). cuDNN's workspace keeps its size: its TF32 convolutions
+  // use it to transpose the DPT head's NCHW maps, and without it they fall
+  // back to slower kernels.
+  bool low_memory = false;
+  // The CUDA context's per-thread stack limit, lowered to this by every
+  // backend (never raised). The driver reserves local memory for that stack
+  // for every thread the GPU can hold at once, about 270 MB at its default
+  // of 1 KiB on an H100 or H200, and raises the limit itself at the launch
+  // of a kernel that needs more; our kernels and the libraries' need less.
+  static constexpr size_t kThreadStackBytes = 256;
 };
 
 }  // namespace lingbot::cuda

@@ -56,6 +56,11 @@ DeviceMemoryAccount device_memory_account() {
   } else {
     (void)cudaGetLastError();
   }
+  size_t stack = 0;
+  if (cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess)
+    account.thread_stack_bytes = static_cast<int64_t>(stack);
+  else
+    (void)cudaGetLastError();
   return account;
 }
 
@@ -105,6 +110,15 @@ void* DeviceScratch::get(size_t bytes) {
   data_ = device_malloc(grown, what_.c_str());
   capacity_ = grown;
   return data_;
+}
+
+void DeviceScratch::release() {
+  if (data_ == nullptr) return;
+  check_not_capturing(stream_, ("freeing the scratch buffer '" + what_ + "'").c_str());
+  LB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // enqueued work may still use it
+  device_free(data_);
+  data_ = nullptr;
+  capacity_ = 0;
 }
 
 }  // namespace lingbot::cuda

@@ -59,6 +59,9 @@ class DeviceScratch {
     return static_cast<T*>(get(static_cast<size_t>(count) * sizeof(T)));
   }
   size_t capacity() const { return capacity_; }
+  // Frees the buffer (waiting for `stream` first); the next get() allocates
+  // again. Refused while `stream` is being captured.
+  void release();
 
  private:
   cudaStream_t stream_;

@@ -73,10 +73,10 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(cudaStream_t stream, bool allow_tf32)
-    : stream_(stream), allow_tf32_(allow_tf32), bias_bf16_(stream, "bfloat16 biases") {
+Gemm::Gemm(cudaStream_t stream, bool allow_tf32, size_t workspace_bytes)
+    : stream_(stream), allow_tf32_(allow_tf32), workspace_bytes_(workspace_bytes), bias_bf16_(stream, "bfloat16 biases") {
   LB_CUBLAS_CHECK(cublasLtCreate(&handle_));
-  workspace_ = device_malloc(kWorkspaceBytes, "the cuBLASLt workspace");
+  workspace_ = device_malloc(workspace_bytes_, "the cuBLASLt workspace");
 }
 
 Gemm::~Gemm() {
@@ -112,7 +112,7 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
   int found = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   try {
-    set_preference(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kWorkspaceBytes));
+    set_preference(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(workspace_bytes_));
     set_preference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(key.align_a));
     set_preference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key.align_b));
     set_preference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key.align_d));
@@ -132,7 +132,7 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
   // Candidates come best first.
   const cublasLtMatmulHeuristicResult_t* chosen = nullptr;
   for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i) {
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= kWorkspaceBytes) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace_bytes_) {
       chosen = &results[i];
       break;
     }
@@ -151,7 +151,7 @@ void Gemm::run(const Plan& plan, const void* a, const void* b, const void* bias,
   // C is D (in place, same layout): beta = 0 leaves it unread; beta = 1
   // adds the product to what D holds.
   LB_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &one, a, plan.a, b, plan.b, accumulate ? &one : &zero, d, plan.d,
-                                 d, plan.d, &plan.algo, workspace_, kWorkspaceBytes, stream_));
+                                 d, plan.d, &plan.algo, workspace_, workspace_bytes_, stream_));
 }
 
 void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const float* bias, void* d,

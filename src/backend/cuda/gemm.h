@@ -14,8 +14,9 @@
 // are made once per problem — shape, types, and the alignment of every
 // pointer, which decides which kernels are legal — and cached: frame after
 // frame the same problems come back, and a cached call allocates nothing
-// and does no host work beyond a map lookup. The workspace is one 32 MiB
-// buffer, allocated up front.
+// and does no host work beyond a map lookup. The workspace is one buffer,
+// allocated up front: 32 MiB, or 4 MiB in the low-memory profile (the
+// heuristic then passes over algorithms that need more).
 #pragma once
 
 #include "backend/cuda/device_memory.h"
@@ -50,8 +51,9 @@ struct MatmulShape {
 class Gemm {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  static constexpr size_t kLowMemoryWorkspaceBytes = size_t{4} << 20;
 
-  Gemm(cudaStream_t stream, bool allow_tf32);
+  Gemm(cudaStream_t stream, bool allow_tf32, size_t workspace_bytes = kWorkspaceBytes);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -72,6 +74,7 @@ class Gemm {
   cudaStream_t stream() const { return stream_; }
   bool allow_tf32() const { return allow_tf32_; }
   size_t plan_count() const { return plans_.size(); }
+  size_t workspace_bytes() const { return workspace_bytes_; }
 
   // How a float32 bias reaches a bfloat16 output. Auto: passed as float32 to
   // the epilogue when cuBLASLt offers an algorithm for that (checked once per
@@ -102,6 +105,7 @@ class Gemm {
   bool allow_tf32_;
   BiasPath bias_path_ = BiasPath::Auto;
   cublasLtHandle_t handle_ = nullptr;
+  size_t workspace_bytes_;
   void* workspace_ = nullptr;
   DeviceScratch bias_bf16_;
   std::map<Key, std::unique_ptr<Plan>> plans_;  // null entries: no algorithm for that key

@@ -36,13 +36,15 @@ using lingbot::test::read_json;
 std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
                                          int H, int W, int pipeline_depth = 0,
                                          kv::KvDtype kv_dtype = kv::KvDtype::Auto, bool on_cpu = false,
-                                         StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto) {
+                                         StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto,
+                                         int depth_head_batch = 0) {
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
   StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, layout);
   options.pipeline_depth = pipeline_depth;
   options.cache.dtype = kv_dtype;
   options.camera_head_weights = head;
+  options.depth_head_batch = depth_head_batch;
   std::unique_ptr<Backend> cpu_backend = on_cpu ? make_cpu_backend(0) : nullptr;
   StreamingModel model(on_cpu ? *cpu_backend : gpu(), weights, config, options);
   const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
@@ -198,6 +200,32 @@ TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
       EXPECT_LT(err, 1e-5) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
       std::printf("  cuda %-24s %-6s %-16s deferred heads vs in order %.3g\n", GetParam().c_str(),
                   std::string(kv::layout_name(layout)).c_str(), name.c_str(), err);
+    }
+  }
+}
+
+// The scale phase's depth head in batches (the GPU's default, here all 3
+// scale frames in one pass; 2 leaves a last batch of one) against frame by
+// frame. cuDNN may pick another algorithm for another batch, so the bar is
+// the TF32 convolutions' rounding (backend_test_support.h), not bit-identity.
+TEST_P(CudaBackendModel, DepthHeadBatchesGiveTheFrameByFrameResults) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  const nlohmann::json variant = variant_named(manifest, GetParam());
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const int H = manifest["height"], W = manifest["width"];
+  const auto run = [&](int batch) {
+    return run_on_gpu(variant, manifest["num_scale_frames"], kv::Layout::Paged, H, W, 2, kv::KvDtype::Auto, false,
+                      StreamOptions::HeadWeights::Auto, batch);
+  };
+  const auto frame_by_frame = run(1);
+  for (int batch : {0, 2}) {
+    const auto batched = run(batch);
+    for (const auto& [name, want] : frame_by_frame) {
+      const double err = lingbot::test::relative_error(batched.at(name), want);
+      EXPECT_LT(err, kTf32Bound) << GetParam() << ": " << name << ", depth_head_batch " << batch;
+      std::printf("  cuda %-24s %-16s depth_head_batch %d vs 1: %.3g\n", GetParam().c_str(), name.c_str(), batch,
+                  err);
     }
   }
 }
