@@ -260,12 +260,6 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   if (release_pending_) {
     readback_.wait_all();  // the scale step's read-back may still run
     ws_->release_unused();
-    // The convolutions' workspace, grown by the scale step's batched depth
-    // head, shrinks back to a streamed frame's need. With pipeline depth 2
-    // the first streamed step ran no head (its heads run in this one), and
-    // this step, the first with pending heads, runs directly and grows it
-    // again before any step is recorded.
-    if (depth_head_batch_ > 1 && options_.pipeline_depth >= 2) be_.release_scratch();
     release_pending_ = false;
   }
   if (S > 1) scale_buffers_held_ = true;
@@ -280,11 +274,13 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     trim_heap();
     scale_buffers_held_ = false;
   } else if (S == 1 && scale_buffers_held_) {
-    // Without pipelined heads this step runs its own depth head: the
-    // convolutions' workspace, grown by the scale step's batched head,
-    // shrinks back here (waiting for the scale step), and this step, run
-    // directly as the first of its kind, grows it to a frame's need.
-    if (depth_head_batch_ > 1 && options_.pipeline_depth < 2) be_.release_scratch();
+    // The scale step's batched depth head grew the convolutions' workspace
+    // to several frames' need; it shrinks back to a streamed frame's here,
+    // once the scale step is done with it (this waits for it, so the scale
+    // step's heads do not share the GPU with this frame's work), and this
+    // step (run directly, as the first of its kind) or the next one (the
+    // first with pending heads) grows it again before any step is recorded.
+    if (depth_head_batch_ > 1) be_.release_scratch();
     ws_->track_use();
     scale_buffers_held_ = false;
     release_pending_ = true;
