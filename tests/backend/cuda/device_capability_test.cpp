@@ -15,6 +15,13 @@
 namespace lingbot::cuda {
 namespace {
 
+// What the ledger holds for one purpose now, in bytes.
+int64_t live(const char* what) {
+  for (const MemoryUse& u : device_memory_account().uses)
+    if (u.what == what) return u.live_bytes;
+  return 0;
+}
+
 TEST(CudaDeviceCapability, RefusesGpusOlderThanAmpereInOneLine) {
   const std::string why = unsupported_device_reason("Tesla T4", 7, 5);
   EXPECT_EQ(why, "Tesla T4 is sm_75 (compute capability 7.5); the CUDA backend needs sm_80 (Ampere) or newer");
@@ -98,11 +105,6 @@ TEST(CudaDeviceMemoryAccount, TheLowMemoryBackendKeepsTheCublasLtWorkspaceSmall)
   LB_REQUIRE_CUDA_DEVICE();
   using backend_test::cpu;
   (void)backend_test::gpu();  // the shared backend (which matches() downloads through) exists before "before"
-  const auto live = [](const char* what) {
-    for (const MemoryUse& u : device_memory_account().uses)
-      if (u.what == what) return u.live_bytes;
-    return int64_t{0};
-  };
   const int64_t before = live("the cuBLASLt workspace");
   CudaBackendOptions options;
   options.low_memory = true;
@@ -140,11 +142,6 @@ TEST(CudaDeviceMemoryAccount, ReleasedScratchLeavesTheLedgerAndComesBack) {
   LB_REQUIRE_CUDA_DEVICE();
   using backend_test::cpu;
   (void)backend_test::gpu();
-  const auto live = [](const char* what) {
-    for (const MemoryUse& u : device_memory_account().uses)
-      if (u.what == what) return u.live_bytes;
-    return int64_t{0};
-  };
   const int64_t before = live("the cuDNN workspace");
   CudaBackend backend;
   const auto conv = [&](int64_t frames, uint64_t seed) {
