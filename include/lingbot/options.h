@@ -77,8 +77,8 @@
        "Cameras only: skip the depth head and keep no per-pixel outputs (for long runs)")                      \
   INT(Stream, depth_head_batch, 0, 0, 64,                                                                      \
       "Frames the depth head takes in one pass in the scale phase (0: 4 on a GPU, 1 on the CPU and with "       \
-      "memory_profile low). Larger is faster on a GPU and holds about 0.3 GB of device memory more per frame " \
-      "at 378 x 504 while the scale phase runs; the results are the same")                                    \
+      "memory_profile low). 4 is faster on a GPU than 1 and holds about 1.8 GB more device memory at 378 x "   \
+      "504 while the scale phase runs (freed when streaming starts); the results are the same")             \
   INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \
       "Frame width after preprocessing (crop) or its longest side (pad), in pixels")                            \
   CHOICE(Preprocess, preprocess, "crop", "crop|pad",                                                            \

@@ -29,7 +29,7 @@ class DepthHead {
   // (before exp / 1 + exp) into `out` [S, 2, H, W]. The frames go through
   // the head `batch` at a time: the head has no cross-frame interaction, so
   // any batch gives the same values, and its buffers (most of them
-  // full-resolution maps, about 0.3 GB per frame at 378 x 504) scale with
+  // full-resolution maps, about 0.36 GB per frame at 378 x 504) scale with
   // the batch, while a larger batch keeps a GPU busier on the coarse levels.
   void forward(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frames, int tokens_per_frame,
                int num_special, int gh, int gw, Tensor& out, int batch = 1);
