@@ -64,6 +64,11 @@ void warn_if_not_finite(const FrameResult& r, int64_t bad_depth) {
   }
 }
 
+// The scale phase's depth-head batch on a GPU in the default memory profile
+// (StreamOptions::depth_head_batch 0): measured faster than 1 (and than 8,
+// for which cuDNN picks slower full-resolution kernels), docs/PERF.md.
+constexpr int kGpuDepthHeadBatch = 4;
+
 // Gives the heap's free pages back to the system after a phase's buffers
 // were freed: glibc serves allocations below its (adaptive) mmap threshold
 // from the heap, and keeps what they free mapped.
@@ -87,7 +92,7 @@ StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, co
       readback_(backend),
       phases_apart_(options.low_memory || backend.device() == Device::CPU),
       depth_head_batch_(options.depth_head_batch > 0                                 ? options.depth_head_batch
-                        : backend.device() == Device::CUDA && !options.low_memory ? 4
+                        : backend.device() == Device::CUDA && !options.low_memory ? kGpuDepthHeadBatch
                                                                                    : 1) {
   LB_CHECK(options.num_scale_frames >= 1, "num_scale_frames must be >= 1, got {}", options.num_scale_frames);
   LB_CHECK(options.depth_head_batch >= 0, "depth_head_batch must be >= 0, got {}", options.depth_head_batch);
@@ -353,9 +358,11 @@ std::vector<FrameResult> StreamingModel::collect(size_t keep_in_flight) {
   std::vector<FrameResult> out;
   while (readback_.in_flight() > keep_in_flight) {
     ProfileScope post("download+postprocess");
-    std::optional<ProfileScope> wait(std::in_place, "post: wait for the copy");
-    const LandedStep landed = readback_.pop();
-    wait.reset();
+    LandedStep landed;
+    {
+      ProfileScope wait("post: wait for the copy");
+      landed = readback_.pop();
+    }
     std::vector<FrameResult> r = complete(landed);
     std::move(r.begin(), r.end(), std::back_inserter(out));
   }

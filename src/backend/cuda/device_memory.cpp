@@ -101,12 +101,7 @@ void* DeviceScratch::get(size_t bytes) {
   // Round up to 2 MiB so that nearby sizes do not each cause a reallocation.
   constexpr size_t kGranule = size_t{2} << 20;
   const size_t grown = std::max(kGranule, (bytes + kGranule - 1) / kGranule * kGranule);
-  if (data_ != nullptr) {
-    LB_CUDA_CHECK(cudaStreamSynchronize(stream_));  // enqueued work may still use the old buffer
-    device_free(data_);
-    data_ = nullptr;
-    capacity_ = 0;
-  }
+  release();  // the old buffer, once enqueued work is done with it
   data_ = device_malloc(grown, what_.c_str());
   capacity_ = grown;
   return data_;

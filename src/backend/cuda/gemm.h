@@ -74,7 +74,6 @@ class Gemm {
   cudaStream_t stream() const { return stream_; }
   bool allow_tf32() const { return allow_tf32_; }
   size_t plan_count() const { return plans_.size(); }
-  size_t workspace_bytes() const { return workspace_bytes_; }
 
   // How a float32 bias reaches a bfloat16 output. Auto: passed as float32 to
   // the epilogue when cuBLASLt offers an algorithm for that (checked once per
