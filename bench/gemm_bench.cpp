@@ -66,12 +66,65 @@ void BM_Bf16Matmul(benchmark::State& state) {
   lingbot::cpu::OnednnMatmuls matmuls;
   state.SetLabel(lingbot::cpu::bf16_matmul_name());
   for (auto _ : state) {
-    matmuls.run({m, k, n}, x.data(), w.data(), nullptr, lingbot::Activation::None, lingbot::cpu::MatmulDst::Bf16,
-                out.data());
+    matmuls.run({m, k, n}, lingbot::DType::BF16, x.data(), w.data(), nullptr, lingbot::Activation::None,
+                lingbot::cpu::MatmulDst::Bf16, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   report(state, m, n, k);
 }
+
+// The same product on weights packed once beforehand (packed_weights.h), as
+// the bf16 mode's encoder and aggregator run them.
+void BM_Bf16MatmulPacked(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  if (!lingbot::cpu::cpu_has_bf16_arithmetic()) {
+    state.SkipWithError("no AVX512-BF16");
+    return;
+  }
+  lingbot::cpu::OnednnMatmuls matmuls;
+  if (!matmuls.packs(lingbot::DType::BF16, k, n)) {
+    state.SkipWithError("no packed layout for this shape");
+    return;
+  }
+  Matrices t(m, n, k);
+  std::vector<uint16_t> x(t.x.size()), w(t.w.size()), packed(t.w.size()), out(t.out.size());
+  lingbot::cpu::bf16_from_f32(t.x.data(), x.data(), m * k);
+  lingbot::cpu::bf16_from_f32(t.w.data(), w.data(), n * k);
+  matmuls.pack_weights(lingbot::DType::BF16, k, n, w.data(), packed.data());
+  state.SetLabel(lingbot::cpu::bf16_matmul_name() + ", packed");
+  for (auto _ : state) {
+    matmuls.run({m, k, n}, lingbot::DType::BF16, x.data(), packed.data(), nullptr, lingbot::Activation::None,
+                lingbot::cpu::MatmulDst::Bf16, out.data(), lingbot::cpu::WeightLayout::Packed);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, m, n, k);
+}
+
+// The fp32 mode's Linear as the model calls it (CpuBackend::linear, with the
+// bias, and GELU on the fc1 shape): on weights packed at upload
+// (upload_linear_weight: oneDNN's matmul, bias and GELU inside it), or
+// row-major ones (upload: sgemm, then a bias and activation pass).
+void f32_linear(benchmark::State& state, bool packed) {
+  using namespace lingbot;
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Matrices t(m, n, k);
+  cpu::CpuBackend backend(0, cpu::resolve_isa("auto"));
+  Tensor x = Tensor::empty({m, k}), host_w = Tensor::empty({n, k}), bias = Tensor::empty({n});
+  std::copy(t.x.begin(), t.x.end(), x.f32());
+  std::copy(t.w.begin(), t.w.end(), host_w.f32());
+  for (int64_t i = 0; i < n; ++i) bias.f32()[i] = 0.01f * static_cast<float>(i % 7);
+  const Tensor w = packed ? backend.upload_linear_weight(host_w, DType::F32) : backend.upload(host_w, DType::F32);
+  const Activation act = n == 4 * k ? Activation::Gelu : Activation::None;
+  Tensor out = Tensor::empty({m, n});
+  state.SetLabel(packed ? "oneDNN matmul, packed weights" : cpu::gemm_name());
+  for (auto _ : state) {
+    backend.linear(x, w, &bias, out, act);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, m, n, k);
+}
+void BM_F32Linear(benchmark::State& state) { f32_linear(state, false); }
+void BM_F32LinearPacked(benchmark::State& state) { f32_linear(state, true); }
 
 // The bf16 mode's Linear as the model calls it (CpuBackend::linear, bf16 x,
 // w and out, no bias), with the kernel for CPUs without AMX: the weights
@@ -126,7 +179,10 @@ void shapes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_Backend)->Apply(shapes);
+BENCHMARK(BM_F32Linear)->Apply(shapes);
+BENCHMARK(BM_F32LinearPacked)->Apply(shapes);
 BENCHMARK(BM_Bf16Matmul)->Apply(shapes);
+BENCHMARK(BM_Bf16MatmulPacked)->Apply(shapes);
 BENCHMARK(BM_Bf16LinearWidened)->Apply(shapes);
 #ifdef LINGBOT_HAVE_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);

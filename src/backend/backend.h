@@ -88,6 +88,10 @@ class Backend {
   virtual Tensor alloc(const Shape& shape, DType dtype) = 0;  // uninitialised
   // Host tensor (any float dtype) -> new device tensor of `dtype`.
   virtual Tensor upload(const Tensor& host, DType dtype) = 0;
+  // A Linear layer's weight [out, in] that only linear() and
+  // linear_residual() will read: the backend may keep it in a layout of its
+  // own (download() still gives its values back). Otherwise as upload().
+  virtual Tensor upload_linear_weight(const Tensor& host, DType dtype) { return upload(host, dtype); }
   // Host -> existing device tensor of the same shape (converting dtype).
   virtual void upload_into(const Tensor& host, Tensor& device) = 0;
   // Device tensor -> new host float32 tensor.

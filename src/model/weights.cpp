@@ -98,13 +98,18 @@ DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const
                         : storage.camera_head_bf16 && camera_head_matrix(e.name, src) ? DType::BF16
                                                                                       : DType::F32;
     const std::string gain = folded_gain(e.name);
-    Tensor dev = backend.upload(gain.empty() ? src : scale_rows(src, source.tensor(gain), e.name), dtype);
+    const Tensor& values = gain.empty() ? src : scale_rows(src, source.tensor(gain), e.name);
+    // The encoder's and aggregator's Linear weights: read only by linear().
+    const bool linear_weight = dtype == backend.compute_dtype() && stored_in_compute_dtype(e.name, src) &&
+                               src.ndim() == 2 && e.name.ends_with(".weight");
+    Tensor dev = linear_weight ? backend.upload_linear_weight(values, dtype) : backend.upload(values, dtype);
     bytes_ += dev.nbytes();
-    // host() is never asked for a matrix stored converted or folded, so none
-    // keeps its source: a source that made the tensor frees it here, and a
-    // mapped checkpoint gives back its pages.
+    // host() is never asked for a Linear weight (which the backend may have
+    // repacked) or a matrix stored converted or folded, so none keeps its
+    // source: a source that made the tensor frees it here, and a mapped
+    // checkpoint gives back its pages.
     const bool converted_matrix = dtype != src.dtype() && e.name.ends_with(".weight");
-    const bool keeps_host = gain.empty() && !converted_matrix;
+    const bool keeps_host = gain.empty() && !converted_matrix && !linear_weight;
     const bool aliases_source = dev.data() == src.data();
     device_.emplace(e.name, std::move(dev));
     if (keeps_host) host_.emplace(e.name, src);

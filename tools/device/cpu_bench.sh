@@ -27,7 +27,9 @@
 #   bf16-profile ours bf16 with --profile, 10 frames, pipeline depth 0
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
-#                THREADS and at 1 thread (about 2 minutes; builds gemm_bench)
+#                THREADS and at 1 thread (GEMM_THREADS="16": one count;
+#                GEMM_FILTER: a regex of benchmark names; about 2 minutes;
+#                builds gemm_bench)
 # Every part builds first (ninja: a warm machine rebuilds nothing).
 set -uo pipefail
 source tools/device/device_lib.sh
@@ -35,7 +37,7 @@ device_begin cpu_bench
 T=${THREADS:-16}
 H=378
 WIDTH=504
-SCALE=8
+SCALE=${SCALE:-8}  # scale frames (fewer for the thread-scaling part's short runs)
 [ $# -ge 1 ] || set -- compare
 case ${1:-} in -h | --help) sed -n '2,33p' "$0"; exit 0 ;; esac
 
@@ -138,11 +140,11 @@ for part in "$@"; do
       ours 13 "$T" avx2 --cpu-isa avx2
       ;;
     gemm)
-      log "gemm: fp32 sgemm (BM_Backend) against bf16 matmul (BM_Bf16Matmul), $T threads and 1"
-      for t in "$T" 1; do
+      log "gemm: fp32 Linear (sgemm + pass, or packed matmul), bf16 matmul (row-major, packed), $T threads and 1"
+      for t in ${GEMM_THREADS:-$T 1}; do
         note "-- gemm_bench, $t threads (medians of 3, ms)"
         OMP_NUM_THREADS=$t timeout 280 /tmp/build-cpu/bin/gemm_bench \
-          --benchmark_filter='(BM_Backend|BM_Bf16Matmul)/M:(978|7824)/' --benchmark_repetitions=3 \
+          --benchmark_filter="${GEMM_FILTER:-(BM_F32Linear|BM_F32LinearPacked|BM_Bf16Matmul|BM_Bf16MatmulPacked)}/M:(978|7824)/" --benchmark_repetitions=3 \
           --benchmark_report_aggregates_only=true > "$W/gemm_$t.txt" 2>&1
         grep median "$W/gemm_$t.txt" | awk '{print $1, $2, $3, $4, $5, $NF}' | tee -a "$S"
       done

@@ -67,7 +67,12 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products product
 }
 
 std::string CpuBackend::name() const {
-  return fmt::format("cpu ({} threads, {}, own kernels {}{})", num_threads(), gemm_name(), isa_name(isa_),
+  // The fp32 mode's Linear layers run oneDNN's matmul on packed weights where
+  // there is a packed layout, sgemm elsewhere (the camera head, --cpu-isa avx2).
+  const std::string linear = compute_ == DType::F32 && matmuls_->packs(DType::F32, 1024, 1024)
+                                 ? ", Linear layers: oneDNN matmul on packed weights"
+                                 : "";
+  return fmt::format("cpu ({} threads, {}{}, own kernels {}{})", num_threads(), gemm_name(), linear, isa_name(isa_),
                      compute_ != DType::BF16                          ? ""
                      : bf16_products_ == Bf16Products::OnednnBf16
                          ? ", bf16: oneDNN matmul " + bf16_matmul_name() +
@@ -85,6 +90,15 @@ Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
   return host.to_dtype(dtype);
 }
 
+Tensor CpuBackend::upload_linear_weight(const Tensor& host, DType dtype) {
+  Tensor w = upload(host, dtype);
+  // Float32 weights only: oneDNN's AMX products of bf16 ones ran no faster
+  // on packed weights (docs/PERF.md, "Which BLAS").
+  if (dtype != DType::F32 || w.ndim() != 2) return w;
+  Tensor packed = packed_weights_.pack(*matmuls_, w);
+  return packed.defined() ? packed : w;
+}
+
 void CpuBackend::upload_into(const Tensor& host, Tensor& device) {
   contracts::check_upload_into(contract(), host, device);
   if (host.dtype() == device.dtype()) {
@@ -96,6 +110,7 @@ void CpuBackend::upload_into(const Tensor& host, Tensor& device) {
 
 Tensor CpuBackend::download(const Tensor& device) {
   contracts::check_download(contract(), device);
+  if (packed_weights_.holds(device)) return packed_weights_.unpacked(*matmuls_, device).to_dtype(DType::F32);
   return device.to_dtype(DType::F32);
 }
 
@@ -114,6 +129,10 @@ void CpuBackend::fill(Tensor& t, float value) {
 
 void CpuBackend::convert(const Tensor& src, Tensor& dst) {
   contracts::check_convert(contract(), src, dst);
+  if (packed_weights_.holds(src)) {
+    convert(packed_weights_.unpacked(*matmuls_, src), dst);
+    return;
+  }
   if (src.dtype() == dst.dtype()) {
     std::memcpy(dst.data(), src.data(), src.nbytes());
   } else {

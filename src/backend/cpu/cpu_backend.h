@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/onednn_conv.h"
 #include "backend/cpu/onednn_matmul.h"
+#include "backend/cpu/packed_weights.h"
 #include "backend/op_contracts.h"
 
 #include <string_view>
@@ -58,6 +59,9 @@ class CpuBackend final : public Backend {
 
   Tensor alloc(const Shape& shape, DType dtype) override;
   Tensor upload(const Tensor& host, DType dtype) override;
+  // With oneDNN's bf16 products, a bf16 weight is packed into their blocked
+  // layout (packed_weights.h).
+  Tensor upload_linear_weight(const Tensor& host, DType dtype) override;
   void upload_into(const Tensor& host, Tensor& device) override;
   Tensor download(const Tensor& device) override;
   void fill(Tensor& t, float value) override;
@@ -110,6 +114,7 @@ class CpuBackend final : public Backend {
   Bf16Products bf16_products_;
   AttentionProducts attention_products_ = AttentionProducts::F32;  // Bf16: attention_bf16.h
   std::unique_ptr<OnednnMatmuls> matmuls_;  // the bf16 mode's primitives
+  PackedWeights packed_weights_;             // the weights they read as they are
   // conv2d's oneDNN primitives and scratch, kept from call to call.
   std::unique_ptr<OnednnConvolutions> convolutions_;
   // Float32 scratch kept from call to call, each buffer as large as the

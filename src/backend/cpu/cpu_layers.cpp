@@ -173,9 +173,11 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, 
   const float* bias = b ? b->f32() : nullptr;
   if (bf16_products_ == Bf16Products::OnednnBf16) {
     thread_local std::vector<uint16_t> x_bf16;
-    matmuls_->run({n, k, m}, as_bf16(x, x_bf16), w.data_as<const uint16_t>(), bias, act, kind, dst);
+    matmuls_->run({n, k, m}, DType::BF16, as_bf16(x, x_bf16), w.data(), bias, act, kind, dst,
+                  packed_weights_.holds(w) ? WeightLayout::Packed : WeightLayout::RowMajor);
     return;
   }
+  LB_CHECK(!packed_weights_.holds(w), "internal error: linear: packed weights without oneDNN's products");
   // Widened: bf16 values are exact in float32, so sgemm multiplies the same
   // numbers as a bf16 product would, and sums them in float32 too.
   // The widened x first, then (for a bfloat16 output) the float32 products,
@@ -205,7 +207,8 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, 
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {  // weights kept in bf16, a float32 product
+  const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && !packed) {  // weights kept in bf16, a float32 product
     LB_CHECK(out.dtype() == DType::F32, "linear: bfloat16 weights under a float32 x write float32 output, got {}",
              out.describe());
     bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, out.f32(),
@@ -220,6 +223,11 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tenso
   LB_CHECK(w.dtype() == DType::F32, "linear: the cpu backend takes float32 or bfloat16 weights, got {}",
            w.describe());
   LB_CHECK(out.dtype() == DType::F32, "linear: float32 weights write float32 output, got {}", out.describe());
+  if (packed) {  // the fp32 mode's encoder and aggregator: bias and activation inside the product
+    matmuls_->run({N, K, M}, DType::F32, as_f32(x, scratch_.products), w.data(), b ? b->f32() : nullptr, act,
+                  MatmulDst::F32, out.data(), WeightLayout::Packed);
+    return;
+  }
   gemm_abt(N, M, K, as_f32(x, scratch_.products), K, w.f32(), K, out.f32(), M);
   apply_bias_activation(out.f32(), N, M, b ? b->f32() : nullptr, act);
 }
@@ -233,7 +241,8 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     store(sum, residual);
     return;
   }
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && gamma == nullptr) {  // bf16-kept weights, float32 product
+  const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && gamma == nullptr && !packed) {  // bf16-kept weights
     bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, residual.f32(),
                       /*accumulate=*/true);
     return;
@@ -242,11 +251,19 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     linear_bf16(x, w, b, Activation::None, MatmulDst::AddIntoF32, residual.data(), N, K, M);
     return;
   }
+  if (w.dtype() == DType::F32 && packed && gamma == nullptr) {  // the fp32 mode's: the update inside the product
+    matmuls_->run({N, K, M}, DType::F32, as_f32(x, scratch_.products), w.data(), b ? b->f32() : nullptr,
+                  Activation::None, MatmulDst::AddIntoF32, residual.data(), WeightLayout::Packed);
+    return;
+  }
   float* const sums = room(scratch_.sums, N * M);
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16) {
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && !packed) {
     bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, nullptr, sums, /*accumulate=*/false);
   } else if (w.dtype() == DType::BF16) {
     linear_bf16(x, w, nullptr, Activation::None, MatmulDst::F32, sums, N, K, M);
+  } else if (packed) {
+    matmuls_->run({N, K, M}, DType::F32, as_f32(x, scratch_.products), w.data(), nullptr, Activation::None,
+                  MatmulDst::F32, sums, WeightLayout::Packed);
   } else {
     gemm_abt(N, M, K, as_f32(x, scratch_.products), K, w.f32(), K, sums, M);
   }

@@ -1,0 +1,37 @@
+// Linear weights kept in the blocked layout that oneDNN's matrix products
+// read (OnednnMatmuls::pack_weights), packed once at load instead of inside
+// every product.
+//
+// A packed weight is an ordinary float32 or bf16 tensor of the weight's
+// shape [out, in] whose bytes are in that layout; only this registry knows. It knows a
+// tensor by its data while that memory lives: the memory's owner removes it
+// from the registry when it is freed, so no later tensor at the same address
+// is taken for a packed one.
+#pragma once
+
+#include "backend/cpu/onednn_matmul.h"
+#include "core/tensor.h"
+
+#include <memory>
+
+namespace lingbot::cpu {
+
+class PackedWeights {
+ public:
+  PackedWeights();
+  ~PackedWeights();
+
+  // A new tensor with w's values packed (w: float32 or bf16 [out, in],
+  // row-major), or an undefined tensor where w's shape has no packed layout.
+  Tensor pack(OnednnMatmuls& matmuls, const Tensor& w);
+  // Whether w is a tensor pack() made, whole (not a view of a part).
+  bool holds(const Tensor& w) const;
+  // A packed weight's values in the row-major layout (a new tensor).
+  Tensor unpacked(OnednnMatmuls& matmuls, const Tensor& w) const;
+
+ private:
+  struct Registry;
+  std::shared_ptr<Registry> registry_;
+};
+
+}  // namespace lingbot::cpu
