@@ -14,7 +14,9 @@
 #   window-up    upstream, 76 frames, for the same figures (about 7 minutes)
 #   scaling      ours at each of THREAD_LIST's counts (default "2 4 8 16"; the 2-
 #                thread run alone takes minutes: split it, THREAD_LIST="2 4" then
-#                THREAD_LIST="8 16"), 13 frames: phase 1, frame 10
+#                THREAD_LIST="8 16"), 13 frames: phase 1, frame 10. Shorter:
+#                SCALE=2 SCALING_FRAMES=6; SCALING_ARGS="--cpu-dtype bf16" and
+#                SCALING_NAME=_bf16 for the bf16 mode
 #   profile      ours with --profile, 10 frames (phase 1 and frames 8-9), pipeline
 #                depth 0: where a frame's time goes (about 3 minutes at 16 threads)
 #   isa          ours with --cpu-isa avx2 (the baseline build of our kernels)
@@ -110,8 +112,11 @@ for part in "$@"; do
       upstream 76 window
       ;;
     scaling)
-      log "scaling: ours at ${THREAD_LIST:-2 4 8 16} threads, 13 frames"
-      for t in ${THREAD_LIST:-2 4 8 16}; do ours 13 "$t" "threads$t"; done
+      log "scaling: ours at ${THREAD_LIST:-2 4 8 16} threads, ${SCALING_FRAMES:-13} frames ${SCALING_ARGS:-}"
+      for t in ${THREAD_LIST:-2 4 8 16}; do
+        # shellcheck disable=SC2086  # SCALING_ARGS: several bench arguments
+        ours "${SCALING_FRAMES:-13}" "$t" "threads$t${SCALING_NAME:-}" ${SCALING_ARGS:-}
+      done
       ;;
     profile)
       # 10 frames: the warm-up (scale + 3 pushes), phase 1 and two streamed

@@ -28,8 +28,10 @@
 namespace lingbot::cpu {
 
 // Whether attention_bf16() can run here: AVX-512 (its softmax pass) and
-// oneDNN bf16 matmul primitives for its shapes. It is fast only with AMX
-// (cpu_has_amx_bf16()); elsewhere it runs, slower than attention(), for tests.
+// oneDNN bf16 matmul primitives for its shapes. It is faster than
+// attention() where oneDNN's bf16 products are (AMX, or AVX512-BF16 at an
+// FMA's rate: bf16_products_choice.h), which is where the backend uses it;
+// elsewhere it runs, slower, for tests.
 bool bf16_attention_available();
 
 // Below this many queries attention() is as fast (the products' tiles are 16 rows).

@@ -3,6 +3,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/bf16_products_choice.h"
 #include "backend/cpu/cpu_kv_cache.h"
 #include "backend/cpu/bf16_kv_bridge.h"
 #include "backend/cpu/cpu_isa.h"
@@ -26,6 +27,8 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std
   const bool bf16 = dtype == "bf16";
   // Asking oneDNN about AMX fixes its ISA ceiling, so not where the backend
   // is about to cap it at AVX2 (--cpu-isa avx2: AVX2 has no bf16 products).
+  // The choice may time both kernels: on the threads the backend will use.
+  if (bf16 && threads > 0) cpu::set_num_threads(threads);
   const cpu::Bf16Products products = bf16 && kernels == cpu::Isa::Avx512 ? cpu::bf16_products_for_this_cpu()
                                                                          : cpu::Bf16Products::WidenedSgemm;
   return std::make_unique<cpu::CpuBackend>(threads, kernels, bf16 ? DType::BF16 : DType::F32, products);
@@ -33,9 +36,7 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std
 
 namespace cpu {
 
-Bf16Products bf16_products_for_this_cpu() {
-  return cpu_has_amx_bf16() ? Bf16Products::OnednnBf16 : Bf16Products::WidenedSgemm;
-}
+Bf16Products bf16_products_for_this_cpu() { return bf16_products_choice().products; }
 
 const char* bf16_products_name(Bf16Products products) {
   return products == Bf16Products::OnednnBf16 ? "oneDNN bf16 matmul" : "bf16 widened to sgemm";
@@ -57,13 +58,21 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products product
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
-  // With oneDNN's bf16 products (AMX) attention's products go the same way;
-  // with the widened kernel (no AMX) bf16 products would be the slower ones.
+  // Where oneDNN's bf16 products are the faster (AMX, or bf16 dot products
+  // at an FMA's rate) attention's products and the DPT convolutions go the
+  // same way; with the widened kernel bf16 products would be the slower ones.
   if (compute == DType::BF16 && products == Bf16Products::OnednnBf16 && isa == Isa::Avx512 &&
       bf16_attention_available()) {
     attention_products_ = AttentionProducts::Bf16;
     convolutions_ = std::make_unique<OnednnConvolutions>(/*bf16_operands=*/true);
   }
+}
+
+std::string CpuBackend::chosen_because() const {
+  // Only for the kernel the CPU's default chose (tests pick theirs).
+  if (!cpu_has_bf16_arithmetic() && bf16_products_ == Bf16Products::WidenedSgemm) return " (no AVX512-BF16)";
+  const Bf16ProductsChoice& choice = bf16_products_choice();
+  return choice.products == bf16_products_ ? fmt::format(" ({})", choice.reason) : std::string();
 }
 
 std::string CpuBackend::name() const {
@@ -75,9 +84,9 @@ std::string CpuBackend::name() const {
   return fmt::format("cpu ({} threads, {}{}, own kernels {}{})", num_threads(), gemm_name(), linear, isa_name(isa_),
                      compute_ != DType::BF16                          ? ""
                      : bf16_products_ == Bf16Products::OnednnBf16
-                         ? ", bf16: oneDNN matmul " + bf16_matmul_name() +
+                         ? ", bf16: oneDNN matmul " + bf16_matmul_name() + chosen_because() +
                                (attention_products_ == AttentionProducts::Bf16 ? ", attention bf16" : "")
-                         : ", bf16: weights widened to sgemm (no AMX)");
+                         : ", bf16: weights widened to sgemm" + chosen_because());
 }
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) { return Tensor::empty(shape, dtype, Device::CPU); }

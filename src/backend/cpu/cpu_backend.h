@@ -37,14 +37,15 @@ namespace lingbot::cpu {
 enum class Bf16Products {
   // oneDNN's bf16 matmul primitives (onednn_matmul.h), bias, GELU and the
   // residual update fused: AMX tiles where the CPU has them, the default
-  // there. (On AVX512-BF16 alone they run at 0.5-0.6x of fp32's sgemm.)
+  // there. On AVX512-BF16 alone they run at 0.5-0.6x of fp32's sgemm on some
+  // cores and 2x on others (bf16_products_choice.h).
   OnednnBf16,
   // The weights widened to float32 per call, then sgemm: fp32's speed less
   // the widening (5-17% at a frame's 978 rows, docs/PERF.md), on any CPU;
-  // the default without AMX.
+  // the default without AVX512-BF16.
   WidenedSgemm,
 };
-// The default for this CPU.
+// The default for this CPU (bf16_products_choice.h).
 Bf16Products bf16_products_for_this_cpu();
 const char* bf16_products_name(Bf16Products products);
 
@@ -104,6 +105,8 @@ class CpuBackend final : public Backend {
   // What the shared contract checks (op_contracts.h) hold this backend's calls to.
   contracts::Target contract() const { return {Device::CPU, compute_dtype(), residual_dtype()}; }
 
+  // Why the CPU's default took this backend's bf16 kernel, for name().
+  std::string chosen_because() const;
   // The bf16 mode's Linear layers (weights in bf16).
   void linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, MatmulDst kind, void* dst,
                    int64_t n, int64_t k, int64_t m);
