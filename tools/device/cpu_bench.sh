@@ -17,6 +17,9 @@
 #                THREAD_LIST="8 16"), 13 frames: phase 1, frame 10. Shorter:
 #                SCALE=2 SCALING_FRAMES=6; SCALING_ARGS="--cpu-dtype bf16" and
 #                SCALING_NAME=_bf16 for the bf16 mode
+#   scaling-profile  ours with --profile at each of THREAD_LIST's counts (default
+#                "2 16"), 4 frames, pipeline depth 0: which stages scale (with
+#                SCALE=2, about 3 minutes)
 #   profile      ours with --profile, 10 frames (phase 1 and frames 8-9), pipeline
 #                depth 0: where a frame's time goes (about 3 minutes at 16 threads)
 #   isa          ours with --cpu-isa avx2 (the baseline build of our kernels)
@@ -41,7 +44,7 @@ H=378
 WIDTH=504
 SCALE=${SCALE:-8}  # scale frames (fewer for the thread-scaling part's short runs)
 [ $# -ge 1 ] || set -- compare
-case ${1:-} in -h | --help) sed -n '2,33p' "$0"; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,/^# Every part/p' "$0"; exit 0 ;; esac
 
 environment
 deps
@@ -118,6 +121,15 @@ for part in "$@"; do
         ours "${SCALING_FRAMES:-13}" "$t" "threads$t${SCALING_NAME:-}" ${SCALING_ARGS:-}
       done
       ;;
+    scaling-profile)
+      # Where the time goes at each thread count: which stages scale.
+      log "scaling-profile: ours at ${THREAD_LIST:-2 16} threads, 4 frames, pipeline depth 0, stage tables ${SCALING_ARGS:-}"
+      for t in ${THREAD_LIST:-2 16}; do
+        # shellcheck disable=SC2086  # SCALING_ARGS: several bench arguments
+        ours 4 "$t" "profile$t${SCALING_NAME:-}" --profile --pipeline-depth 0 ${SCALING_ARGS:-}
+        sed -n '/stage/,$p' "$W/ours_profile$t${SCALING_NAME:-}.txt" | head -30 | tee -a "$S"
+      done
+      ;;
     profile)
       # 10 frames: the warm-up (scale + 3 pushes), phase 1 and two streamed
       # frames; depth 0 so each stage's time is its own, not overlapped.
@@ -156,7 +168,7 @@ for part in "$@"; do
       keep
       ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, profile, isa, bf16, bf16-window, bf16-profile, gemm)"
+      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, gemm)"
       ;;
   esac
 done
