@@ -124,7 +124,9 @@ TEST(StreamExport, RunExportEqualsExportOfItsNpzAndThePeersReadIt) {
     EXPECT_EQ(report["frames"], frames);
     EXPECT_EQ(report["max_difference"].get<double>(), 0.0) << report;  // floats, exactly
     EXPECT_EQ(report["channels"], nlohmann::json::array({"Z"})) << report;
-    EXPECT_GT(report["zip_blocks"].get<int>(), 0) << report;
+    // How many blocks ZIP shrinks depends on the depth values (OpenEXR keeps
+    // a block raw where zlib does not help): ExrWriter's own test checks the
+    // ZIP path on an image that always compresses.
     if (shell("command -v exrheader").status == 0) {  // OpenEXR's own tool (Debian's openexr)
       r = shell("exrheader " + run + "/depth_exr/000000.exr");
       ASSERT_EQ(r.status, 0) << r.output;

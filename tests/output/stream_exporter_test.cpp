@@ -208,6 +208,30 @@ TEST(StreamingExporter, AnUnfinishedExportLeavesOnlyWholePerFrameFiles) {
   EXPECT_EQ(left, (std::set<std::string>{"depth/a.png", "depth_conf/a.png", "images/a.png"}));
 }
 
+// OpenEXR keeps a block raw where zlib does not shrink it, so whether a
+// model's depth map compresses depends on its values; a smooth image always
+// does: the ZIP path, decoded by the reader in tests/tools, exactly.
+TEST(ExrWriter, ZipCompressesASmoothDepthImageAndItReadsBackExactly) {
+  if (!io::exr_supported()) GTEST_SKIP() << "built without OpenEXR";
+  constexpr int kWidth = 64, kHeight = 48;
+  std::vector<float> depth(kWidth * kHeight);
+  for (int y = 0; y < kHeight; ++y)
+    for (int x = 0; x < kWidth; ++x) depth[y * kWidth + x] = 2.0f + 0.25f * static_cast<float>(y / 8);
+  const std::string dir = temp_dir("exr_zip");
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/smooth.exr";
+  io::write_exr_depth(path, depth.data(), kWidth, kHeight);
+  const test::CommandResult r = test::run_shell(
+      "/usr/bin/python3 -c \"import sys, json; sys.path.insert(0, '" + std::string(LINGBOT_TEST_TOOLS_DIR) +
+      "'); import check_depth_exr as c; names, img = c.read_exr('" + path +
+      "'); print(json.dumps([c.zip_blocks, [float(v) for v in img[0].ravel()]]))\"");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto got = nlohmann::json::parse(r.output);
+  EXPECT_EQ(got[0].get<int>(), (kHeight + 15) / 16) << "every 16-line block ZIP-compressed";
+  ASSERT_EQ(got[1].size(), depth.size());
+  for (size_t i = 0; i < depth.size(); ++i) ASSERT_EQ(got[1][i].get<float>(), depth[i]) << "pixel " << i;
+}
+
 TEST(StreamingExporter, DepthExrHoldsTheFloatsOrTheBuildSaysItCannot) {
   io::ExportOptions o;
   o.formats = {"depth"};
