@@ -105,7 +105,7 @@ Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
 Tensor CpuBackend::upload_linear_weight(const Tensor& host, DType dtype) {
   Tensor w = upload(host, dtype);
   // Float32 weights only: oneDNN's AMX products of bf16 ones ran no faster
-  // on packed weights (docs/PERF.md, "Which BLAS").
+  // on packed weights (docs/PERF.md, "The CPU path", 2026-12-06).
   if (dtype != DType::F32 || w.ndim() != 2) return w;
   Tensor packed = packed_weights_.pack(*matmuls_, w);
   return packed.defined() ? packed : w;

@@ -108,8 +108,9 @@ class CpuBackend final : public Backend {
   // Why the CPU's default took this backend's bf16 kernel, for name().
   std::string chosen_because() const;
   // The bf16 mode's Linear layers (weights in bf16).
-  void linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, MatmulDst kind, void* dst,
-                   int64_t n, int64_t k, int64_t m);
+  // `layout`: w's, as PackedWeights::holds found it.
+  void linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layout, const Tensor* b, Activation act,
+                   MatmulDst kind, void* dst, int64_t n, int64_t k, int64_t m);
 
   int threads_;
   Isa isa_;  // which build of our own kernels this backend calls

@@ -168,16 +168,15 @@ void store(const Tensor& result, Tensor& out) {
 
 }  // namespace
 
-void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, Activation act, MatmulDst kind,
-                             void* dst, int64_t n, int64_t k, int64_t m) {
+void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layout, const Tensor* b, Activation act,
+                             MatmulDst kind, void* dst, int64_t n, int64_t k, int64_t m) {
   const float* bias = b ? b->f32() : nullptr;
   if (bf16_products_ == Bf16Products::OnednnBf16) {
     thread_local std::vector<uint16_t> x_bf16;
-    matmuls_->run({n, k, m}, DType::BF16, as_bf16(x, x_bf16), w.data(), bias, act, kind, dst,
-                  packed_weights_.holds(w) ? WeightLayout::Packed : WeightLayout::RowMajor);
+    matmuls_->run({n, k, m}, DType::BF16, as_bf16(x, x_bf16), w.data(), bias, act, kind, dst, layout);
     return;
   }
-  LB_CHECK(!packed_weights_.holds(w), "internal error: linear: packed weights without oneDNN's products");
+  LB_CHECK(layout == WeightLayout::RowMajor, "internal error: linear: packed weights without oneDNN's products");
   // Widened: bf16 values are exact in float32, so sgemm multiplies the same
   // numbers as a bf16 product would, and sums them in float32 too.
   // The widened x first, then (for a bfloat16 output) the float32 products,
@@ -208,6 +207,7 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, const Tensor* b, 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
   const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
+  const WeightLayout layout = packed ? WeightLayout::Packed : WeightLayout::RowMajor;
   if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && !packed) {  // weights kept in bf16, a float32 product
     LB_CHECK(out.dtype() == DType::F32, "linear: bfloat16 weights under a float32 x write float32 output, got {}",
              out.describe());
@@ -217,7 +217,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tenso
     return;
   }
   if (w.dtype() == DType::BF16) {
-    linear_bf16(x, w, b, act, out.dtype() == DType::BF16 ? MatmulDst::Bf16 : MatmulDst::F32, out.data(), N, K, M);
+    linear_bf16(x, w, layout, b, act, out.dtype() == DType::BF16 ? MatmulDst::Bf16 : MatmulDst::F32, out.data(), N,
+                K, M);
     return;
   }
   LB_CHECK(w.dtype() == DType::F32, "linear: the cpu backend takes float32 or bfloat16 weights, got {}",
@@ -242,13 +243,14 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     return;
   }
   const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
+  const WeightLayout layout = packed ? WeightLayout::Packed : WeightLayout::RowMajor;
   if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && gamma == nullptr && !packed) {  // bf16-kept weights
     bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, residual.f32(),
                       /*accumulate=*/true);
     return;
   }
   if (w.dtype() == DType::BF16 && gamma == nullptr) {  // the model's case: gains are folded into w
-    linear_bf16(x, w, b, Activation::None, MatmulDst::AddIntoF32, residual.data(), N, K, M);
+    linear_bf16(x, w, layout, b, Activation::None, MatmulDst::AddIntoF32, residual.data(), N, K, M);
     return;
   }
   if (w.dtype() == DType::F32 && packed && gamma == nullptr) {  // the fp32 mode's: the update inside the product
@@ -260,7 +262,7 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
   if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && !packed) {
     bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, nullptr, sums, /*accumulate=*/false);
   } else if (w.dtype() == DType::BF16) {
-    linear_bf16(x, w, nullptr, Activation::None, MatmulDst::F32, sums, N, K, M);
+    linear_bf16(x, w, layout, nullptr, Activation::None, MatmulDst::F32, sums, N, K, M);
   } else if (packed) {
     matmuls_->run({N, K, M}, DType::F32, as_f32(x, scratch_.products), w.data(), nullptr, Activation::None,
                   MatmulDst::F32, sums, WeightLayout::Packed);

@@ -72,13 +72,19 @@ struct OnednnMatmuls::State {
     return layouts.emplace(shape, layout).first->second;
   }
 
+  // Weights from the row-major layout into the packed one, or back.
   void move_weights(Dt type, int64_t in, int64_t out, const void* from, bool from_packed, void* to) {
-    const memory::desc& packed = *packed_layout(type, in, out);
+    const std::optional<memory::desc>& packed = packed_layout(type, in, out);
+    LB_CHECK(packed.has_value(), "internal error: matmul: no packed layout for w [{}, {}]", out, in);
     const memory::desc plain = weights_row_major(in, out, type);
-    memory src(from_packed ? packed : plain, engine, const_cast<void*>(from));
-    memory dst(from_packed ? plain : packed, engine, to);
-    dnnl::reorder(src, dst).execute(stream, src, dst);
-    stream.wait();
+    try {
+      memory src(from_packed ? *packed : plain, engine, const_cast<void*>(from));
+      memory dst(from_packed ? plain : *packed, engine, to);
+      dnnl::reorder(src, dst).execute(stream, src, dst);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      fail("weights: oneDNN could not {} w [{}, {}] ({})", from_packed ? "unpack" : "pack", out, in, e.what());
+    }
   }
 
   Prepared& prepare(const MatmulShape& s, Dt type, bool has_bias, Activation act, MatmulDst kind,
@@ -163,21 +169,11 @@ bool OnednnMatmuls::packs(DType operands, int64_t in, int64_t out) {
 }
 
 void OnednnMatmuls::pack_weights(DType operands, int64_t in, int64_t out, const void* row_major, void* packed) {
-  LB_CHECK(packs(operands, in, out), "internal error: matmul: no packed layout for w [{}, {}]", out, in);
-  try {
-    state_->move_weights(onednn_type(operands), in, out, row_major, /*from_packed=*/false, packed);
-  } catch (const dnnl::error& e) {
-    fail("{} weights: oneDNN could not pack w [{}, {}] ({})", dtype_name(operands), out, in, e.what());
-  }
+  state_->move_weights(onednn_type(operands), in, out, row_major, /*from_packed=*/false, packed);
 }
 
 void OnednnMatmuls::unpack_weights(DType operands, int64_t in, int64_t out, const void* packed, void* row_major) {
-  LB_CHECK(packs(operands, in, out), "internal error: matmul: no packed layout for w [{}, {}]", out, in);
-  try {
-    state_->move_weights(onednn_type(operands), in, out, packed, /*from_packed=*/true, row_major);
-  } catch (const dnnl::error& e) {
-    fail("{} weights: oneDNN could not unpack w [{}, {}] ({})", dtype_name(operands), out, in, e.what());
-  }
+  state_->move_weights(onednn_type(operands), in, out, packed, /*from_packed=*/true, row_major);
 }
 
 std::string bf16_matmul_name() {

@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 
-#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -14,16 +13,15 @@ struct PackedWeights::Registry {
   std::unordered_map<const void*, std::pair<Shape, DType>> live;
 };
 
-namespace {
-
 // Owns a packed weight's memory; takes it off the registry as it is freed.
-struct PackedMemory {
+struct PackedWeights::Memory {
   Tensor storage;
-  std::function<void()> forget;
-  ~PackedMemory() { forget(); }
+  std::shared_ptr<Registry> registry;
+  ~Memory() {
+    const std::lock_guard lock(registry->mutex);
+    registry->live.erase(storage.data());
+  }
 };
-
-}  // namespace
 
 PackedWeights::PackedWeights() : registry_(std::make_shared<Registry>()) {}
 PackedWeights::~PackedWeights() = default;
@@ -36,12 +34,7 @@ Tensor PackedWeights::pack(OnednnMatmuls& matmuls, const Tensor& w) {
   Tensor storage = Tensor::empty(w.shape(), w.dtype());
   matmuls.pack_weights(w.dtype(), in, out, w.data(), storage.data());
   void* const data = storage.data();
-  auto memory = std::make_shared<PackedMemory>();
-  memory->storage = std::move(storage);
-  memory->forget = [registry = registry_, data] {
-    const std::lock_guard lock(registry->mutex);
-    registry->live.erase(data);
-  };
+  auto memory = std::make_shared<Memory>(Memory{std::move(storage), registry_});
   {
     const std::lock_guard lock(registry_->mutex);
     registry_->live[data] = {w.shape(), w.dtype()};

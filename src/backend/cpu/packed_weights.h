@@ -31,6 +31,7 @@ class PackedWeights {
 
  private:
   struct Registry;
+  struct Memory;
   std::shared_ptr<Registry> registry_;
 };
 
