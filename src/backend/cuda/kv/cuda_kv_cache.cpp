@@ -262,7 +262,11 @@ void CudaKvCache::append(int block, const Tensor& k, const Tensor& v) {
            dtype_name(*dtype_), dtype_name(k.dtype()));
   LB_CHECK(!fp8_ || k.dtype() == DType::BF16, "kv cache: fp8 storage on the GPU takes bfloat16 K/V, got {}",
            dtype_name(k.dtype()));
-  if (!dtype_) dtype_ = k.dtype();
+  if (!dtype_) {
+    dtype_ = k.dtype();
+    if (chunks_dtype_ && *chunks_dtype_ != *dtype_) free_pages();  // kept pages of another size
+    chunks_dtype_ = dtype_;
+  }
   const cudaStream_t stream = kernel_stream();
   if (!step_uploaded_) {
     // The first step since construction or reset (the dtype was unknown
@@ -337,6 +341,19 @@ void CudaKvCache::end_step() {
 
 void CudaKvCache::reset() {
   synchronize();  // kernels may still read the pages
+  // The pages' memory stays for the next stream, as the CPU store's does:
+  // its steps then allocate nothing until it outgrows this one (a stream's
+  // scale step would otherwise wait for a cudaMalloc per page chunk, and
+  // the windowed mode for a whole window's pool at every window). It goes
+  // if the next stream stores another element type (free_pages()).
+  step_uploaded_ = false;
+  planner_->reset();
+  steps_.reset();
+  dtype_.reset();
+}
+
+void CudaKvCache::free_pages() {
+  synchronize();
   for (char* c : chunks_) device_free(c);
   chunks_.clear();
   tensor_maps_.clear();
@@ -345,10 +362,7 @@ void CudaKvCache::reset() {
   staging_pages_ = 0;
   staging_map_.reset();
   bytes_reserved_ = 0;
-  dtype_.reset();
-  step_uploaded_ = false;
-  planner_->reset();
-  steps_.reset();
+  chunks_dtype_.reset();
 }
 
 bool CudaKvCache::fp8_in_kernel() const {

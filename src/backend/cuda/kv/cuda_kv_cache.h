@@ -141,6 +141,7 @@ class CudaKvCache final : public kv::KvCache {
   void stage_step();                   // fp8: the step's staging pages and their table (read-back kernels)
   char* page_ptr(int32_t page) const;  // block 0's copy
   void ensure_chunks(int32_t pool_pages);
+  void free_pages();  // every page chunk and the fp8 staging pages (after waiting for the streams)
   void upload_step();  // the open step's table -> device
   void check_rows(const Tensor& t, int64_t rows, const char* what) const;
 
@@ -156,6 +157,7 @@ class CudaKvCache final : public kv::KvCache {
   int32_t pages_per_chunk_ = 1;
 
   std::optional<DType> dtype_;  // dtype of the appends and queries, fixed by the first append since reset
+  std::optional<DType> chunks_dtype_;  // the dtype the allocated pages were sized for (kept across reset)
   bool fp8_ = false;            // storage: e4m3 codes + scales (else dtype_)
   char* staging_ = nullptr;     // fp8: bf16 pages of one block's visible keys
   int32_t staging_pages_ = 0;
