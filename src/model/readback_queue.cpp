@@ -2,13 +2,16 @@
 
 #include "core/error.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace lingbot {
 
-Tensor& ReadbackQueue::host_buffer(Tensor& buffer, const Shape& shape) {
-  if (buffer.shape() != shape || buffer.numel() == 0) buffer = be_.alloc_host(shape, DType::F32);
-  return buffer;
+Tensor& ReadbackQueue::host_view(Backend& be, Tensor& memory, Tensor& view, const Shape& shape) {
+  const int64_t n = std::max<int64_t>(shape_numel(shape), 1);
+  if (!memory.defined() || memory.numel() < n) memory = be.alloc_host({n}, DType::F32);
+  view = memory.slice(0, shape_numel(shape)).reshape(shape);
+  return view;
 }
 
 void ReadbackQueue::enqueue(const StepInfo& info, const Tensor& poses, const Tensor* raw) {
@@ -16,8 +19,8 @@ void ReadbackQueue::enqueue(const StepInfo& info, const Tensor& poses, const Ten
   InFlight step{.info = info, .dense = raw != nullptr, .slot = next_slot_, .done = nullptr};
   Slot& slot = slots_[next_slot_];
   next_slot_ = (next_slot_ + 1) % kSlots;
-  be_.download_async(poses, host_buffer(slot.poses, poses.shape()));
-  if (raw) be_.download_async(*raw, host_buffer(slot.raw, raw->shape()));
+  be_.download_async(poses, host_view(be_, slot.poses_memory, slot.poses, poses.shape()));
+  if (raw) be_.download_async(*raw, host_view(be_, slot.raw_memory, slot.raw, raw->shape()));
   step.done = be_.fence();
   steps_.push_back(std::move(step));
 }
@@ -38,6 +41,7 @@ void ReadbackQueue::wait_all() {
 void ReadbackQueue::discard_all() {
   wait_all();
   steps_.clear();
+  next_slot_ = 0;
 }
 
 }  // namespace lingbot

@@ -43,7 +43,9 @@ class ReadbackQueue {
   // Waits for the oldest step's copies and hands it over (in_flight() > 0).
   LandedStep pop();
   // Waits for every copy and forgets the steps (a reset: the device must be
-  // done with the slots before they are reused).
+  // done with the slots before they are reused). The next step takes the
+  // first slot again, so a stream's scale step finds the memory that the
+  // previous stream's scale step grew.
   void discard_all();
   // Waits for every copy still in flight, keeping the steps.
   void wait_all();
@@ -55,11 +57,14 @@ class ReadbackQueue {
     int slot = 0;
     std::shared_ptr<void> done;  // fence after the copies
   };
+  // A slot's host memory only grows: the scale step's several frames and
+  // the streamed frames after it share it, instead of page-locking memory
+  // anew at each change of size. poses and raw view the start of it.
   struct Slot {
-    Tensor poses;
-    Tensor raw;
+    Tensor poses_memory, raw_memory;
+    Tensor poses, raw;
   };
-  Tensor& host_buffer(Tensor& buffer, const Shape& shape);
+  static Tensor& host_view(Backend& be, Tensor& memory, Tensor& view, const Shape& shape);
 
   Backend& be_;
   std::deque<InFlight> steps_;
