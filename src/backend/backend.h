@@ -92,8 +92,15 @@ class Backend {
   // linear_residual() will read: the backend may keep it in a layout of its
   // own (download() still gives its values back). Otherwise as upload().
   virtual Tensor upload_linear_weight(const Tensor& host, DType dtype) { return upload(host, dtype); }
-  // Host -> existing device tensor of the same shape (converting dtype).
+  // Host -> existing device tensor of the same shape (converting dtype), for
+  // a destination written every step: the backend may keep a page-locked
+  // staging buffer for it, so the copy is asynchronous and can be recorded
+  // into a graph.
   virtual void upload_into(const Tensor& host, Tensor& device) = 0;
+  // The same for a destination written once (a scale step's frames and
+  // positions), where setting up such a buffer would cost more than the
+  // copy. The host tensor may be released as soon as the call returns.
+  virtual void upload_once_into(const Tensor& host, Tensor& device) { upload_into(host, device); }
   // Device tensor -> new host float32 tensor.
   virtual Tensor download(const Tensor& device) = 0;
   virtual void fill(Tensor& t, float value) = 0;

@@ -87,8 +87,14 @@ void Aggregator::prepare(Workspace& ws, int frames, int height, int width, bool 
                  sin);
     Tensor& dcos = ws.get("agg.rope3d.cos", cos.shape(), DType::F32);
     Tensor& dsin = ws.get("agg.rope3d.sin", sin.shape(), DType::F32);
-    be_.upload_into(cos, dcos);
-    be_.upload_into(sin, dsin);
+    // A streamed frame's table is written every step, a scale step's once.
+    if (frames == 1) {
+      be_.upload_into(cos, dcos);
+      be_.upload_into(sin, dsin);
+    } else {
+      be_.upload_once_into(cos, dcos);
+      be_.upload_once_into(sin, dsin);
+    }
     step_.rope_global = RopeTable{dcos, dsin, RopeTable::Pairs::Interleaved};
   }
   cache_->begin_step(frames, store);

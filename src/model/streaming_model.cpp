@@ -129,12 +129,23 @@ std::vector<FrameResult> StreamingModel::push(const Tensor& frame) {
   const int64_t index = frames_pushed_++;
   const size_t read_backs_before = readback_.in_flight();
   if (scale_frames_used_ == 0) {  // scale phase still filling
+    // Each scale frame goes to the device as it arrives (the device is idle
+    // until the last one), so the scale step starts without the copies.
+    Tensor& images = ws_->get("in.images", {options_.num_scale_frames, 3, frame.dim(1), frame.dim(2)}, DType::F32);
+    Tensor slot = images[static_cast<int64_t>(pending_.size())];
+    be_.upload_once_into(frame, slot);
     pending_.push_back(frame);
     if (static_cast<int>(pending_.size()) < options_.num_scale_frames) return {};
     scale_frames_used_ = static_cast<int>(pending_.size());
     std::vector<Tensor> frames = std::move(pending_);
     pending_.clear();
     launch_step(frames, true, 0);
+    // The scale phase's results come back with this push, whatever the
+    // pipeline depth: the first streamed step waits for the scale step
+    // before it starts (it frees or shrinks the scale phase's buffers), so
+    // holding them back a push would only delay them, by that step's host
+    // work, and leave them until the next frame arrives.
+    return collect(0);
   } else {
     const bool keyframe =
         options_.keyframe_interval <= 1 || (index - scale_frames_used_) % options_.keyframe_interval == 0;
@@ -253,7 +264,9 @@ void StreamingModel::compute_step(int S, int H, int W, bool defer_heads, const P
 void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, int64_t first_index) {
   const int S = static_cast<int>(frames.size());
   const int H = static_cast<int>(frames[0].dim(1)), W = static_cast<int>(frames[0].dim(2));
-  const int64_t plane = static_cast<int64_t>(H) * W;
+  const auto sync = [this] { be_.synchronize(); };
+  ProfileScope whole("step", sync);
+  std::optional<ProfileScope> part(std::in_place, "step: phase change", sync);
 
   // The scale phase's multi-frame buffers are freed once streaming has
   // started, so that the device's peak memory is the streaming steps':
@@ -292,11 +305,22 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   }
 
   // Host side first: frames to the device, cache bookkeeping, positions.
-  Tensor host = Tensor::empty({S, 3, H, W});
-  for (int i = 0; i < S; ++i)
-    std::memcpy(host.f32() + i * 3 * plane, frames[static_cast<size_t>(i)].f32(), 3 * plane * sizeof(float));
+  part.emplace("step: frames to the device", sync);
+  // Straight from the frames, no gathering copy: a streamed frame through
+  // the destination's staging buffer (every step writes it). A full scale
+  // phase's frames are there already (push() sent each as it came); one
+  // cut short by finish() has a tensor of its own size.
   Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
-  be_.upload_into(host, images);
+  if (S == 1) {
+    Tensor slot = images[0];
+    be_.upload_into(frames[0], slot);
+  } else if (S != options_.num_scale_frames) {
+    for (int i = 0; i < S; ++i) {
+      Tensor slot = images[i];
+      be_.upload_once_into(frames[static_cast<size_t>(i)], slot);
+    }
+  }
+  part.emplace("step: cache and positions", sync);
   // With pipeline depth 2 a streaming frame's heads wait for the next step;
   // the camera head's cache step is then the pending frame's.
   const bool defer_heads = options_.pipeline_depth >= 2 && S == 1;
@@ -310,6 +334,7 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   // The device part: single frames replay a recorded graph once one exists.
   // Not while the profiler runs: its stage timings wait for the device,
   // which a capture forbids, and a replay would time nothing.
+  part.reset();
   const PendingHeads* pending_ptr = pending ? &*pending : nullptr;
   const bool graphable = options_.use_graphs && be_.supports_graphs() && S == 1 && !Profiler::enabled();
   const StepKind kind{.store = store, .pending_heads = pending.has_value(), .pending_stored = pending && pending->store};
@@ -319,10 +344,12 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
     aggregator_->note_replayed();
     if (camera_ran) camera_->note_replayed();
   }
+  part.emplace("step: finish", sync);
   aggregator_->finish();
   if (camera_ran) camera_->finish();
 
   // Results start for the host now; complete() reads them once they land.
+  part.emplace("step: read-back start", sync);
   if (pending) {
     read_back(outputs, StepInfo{1, pending->height, pending->width, pending->store, pending->index});
   } else if (!defer_heads) {

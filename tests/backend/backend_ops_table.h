@@ -38,6 +38,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -648,16 +649,29 @@ inline Tensor conversion_values(OpContext& ctx, int64_t n) {
   return t;
 }
 
-inline OpCase upload_case(DType dtype, bool into) {
+// How a host tensor reaches the device: upload() (a new tensor),
+// upload_into() (a destination written every step) or upload_once_into()
+// (written once; the host tensor may go as soon as the call returns).
+enum class UploadKind { New, Into, OnceInto };
+
+inline OpCase upload_case(DType dtype, UploadKind kind) {
   OpCase c;
-  c.name = fmt::format("{}_{}_3x1001", into ? "upload_into" : "upload", detail::dtype_label(dtype));
+  const char* names[] = {"upload", "upload_into", "upload_once_into"};
+  c.name = fmt::format("{}_{}_3x1001", names[static_cast<int>(kind)], detail::dtype_label(dtype));
   c.bound = {kExact, kExact};
   c.run = [=](OpContext& ctx) {
     const Tensor host = conversion_values(ctx, 3 * 1001).reshape({3, 1001});
     Tensor dev;
-    if (into) {
+    if (kind == UploadKind::Into) {
       dev = ctx.poisoned({3, 1001}, dtype);
       ctx.be.upload_into(host, dev);
+    } else if (kind == UploadKind::OnceInto) {
+      dev = ctx.poisoned({3, 1001}, dtype);
+      {
+        Tensor gone = host.clone();  // released, and overwritten, before the copy is awaited
+        ctx.be.upload_once_into(gone, dev);
+        std::fill_n(gone.f32(), gone.numel(), std::numeric_limits<float>::quiet_NaN());
+      }
     } else {
       dev = ctx.be.upload(host.clone(), dtype);
     }
@@ -938,8 +952,9 @@ inline std::vector<OpCase> make_op_cases() {
 
   // Memory.
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
-    t.push_back(upload_case(d, false));
-    t.push_back(upload_case(d, true));
+    t.push_back(upload_case(d, UploadKind::New));
+    t.push_back(upload_case(d, UploadKind::Into));
+    t.push_back(upload_case(d, UploadKind::OnceInto));
   }
   for (DType from : {DType::F32, DType::BF16, DType::F16})
     for (DType to : {DType::F32, DType::BF16, DType::F16}) t.push_back(convert_case(from, to));

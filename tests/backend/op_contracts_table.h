@@ -101,6 +101,14 @@ inline std::vector<Violation> make_violations() {
     Tensor d = c.foreign({3, 4});
     c.be.upload_into(c.host({3, 4}), d);
   });
+  add("upload_once_into_other_shape", "upload_into", "shape", [](Ctx& c) {
+    Tensor d = c.f32({4, 3});
+    c.be.upload_once_into(c.host({3, 4}), d);
+  });
+  add("upload_once_into_from_the_device", "upload_into", "host", [](Ctx& c) {
+    Tensor d = c.f32({3, 4});
+    c.be.upload_once_into(c.off_host({3, 4}), d);
+  });
   add("download_foreign", "download", "not on", [](Ctx& c) { c.be.download(c.foreign({4})); });
   add("download_unallocated", "download", "not allocated", [](Ctx& c) { c.be.download(Tensor()); });
   add("download_async_other_shape", "download_async", "host", [](Ctx& c) {

@@ -204,14 +204,14 @@ TEST_P(StreamingPipeline, ResultsEqualSynchronousOnes) {
   std::vector<FrameResult> got;
   for (int i = 0; i < static_cast<int>(frames.size()); ++i) {
     std::vector<FrameResult> r = pipe_model.push(frames[static_cast<size_t>(i)]);
-    // Nothing until the push after the scale phase, which returns the whole
-    // scale phase (its heads are never deferred); then one frame per push,
-    // `depth` pushes back (with deferred heads, the push right after the
-    // scale phase's returns the scale phase and the next one nothing).
-    if (i <= scale - 1) {
+    // Nothing until the last scale frame's push, which returns the whole
+    // scale phase (never held back: the next step waits for it anyway);
+    // then one frame per push, `depth` pushes back.
+    if (i < scale - 1) {
       EXPECT_TRUE(r.empty()) << "push " << i;
-    } else if (i == scale) {
+    } else if (i == scale - 1) {
       ASSERT_EQ(r.size(), static_cast<size_t>(scale)) << "push " << i;
+      EXPECT_EQ(r.front().index, 0);
       EXPECT_EQ(r.back().index, scale - 1);
     } else if (i < scale + depth) {
       EXPECT_TRUE(r.empty()) << "push " << i;

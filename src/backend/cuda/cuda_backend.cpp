@@ -346,6 +346,17 @@ void CudaBackend::upload_into(const Tensor& host, Tensor& device) {
   after_op("upload_into");
 }
 
+void CudaBackend::upload_once_into(const Tensor& host, Tensor& device) {
+  contracts::check_upload_into(contract(), host, device);
+  if (device.numel() == 0) return;
+  // From pageable memory the copy has taken the bytes when it returns (the
+  // driver stages them), so `host` and `converted` may go right after.
+  const Tensor converted = host.dtype() == device.dtype() ? host : host.to_dtype(device.dtype());
+  LB_CUDA_CHECK(
+      cudaMemcpyAsync(device.data(), converted.data(), device.nbytes(), cudaMemcpyHostToDevice, main_.stream));
+  after_op("upload_once_into");
+}
+
 Tensor CudaBackend::download(const Tensor& device) {
   contracts::check_download(contract(), device);
   Tensor host = Tensor::empty(device.shape(), DType::F32);

@@ -22,7 +22,8 @@
 // lingbot::register_device_allocator when the backend is made; the allocator
 // serves the device of the backend made last). Host -> device copies made
 // every frame (upload_into) go through pinned staging buffers, one per
-// destination tensor, so they are asynchronous and capturable.
+// destination tensor, so they are asynchronous and capturable; those made
+// once (upload_once_into) go straight from the host tensor.
 #pragma once
 
 #include "backend/backend.h"
@@ -69,6 +70,7 @@ class CudaBackend final : public Backend {
   Tensor alloc(const Shape& shape, DType dtype) override;
   Tensor upload(const Tensor& host, DType dtype) override;
   void upload_into(const Tensor& host, Tensor& device) override;
+  void upload_once_into(const Tensor& host, Tensor& device) override;
   Tensor download(const Tensor& device) override;
   Tensor alloc_host(const Shape& shape, DType dtype) override;  // page-locked
   void download_async(const Tensor& device, Tensor& host) override;
