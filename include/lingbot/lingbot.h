@@ -17,8 +17,8 @@
 // arrives and then run together (they attend to each other); every later
 // frame runs alone against the KV cache. So a push() returns the results
 // that became ready, in frame order: none while the scale phase fills, then
-// that whole phase at once, then one frame per push, pipeline_depth pushes
-// late. finish() runs what is held and returns every result not yet
+// that whole phase at once (from the push of its last frame), then one
+// frame per push, pipeline_depth pushes late. finish() runs what is held and returns every result not yet
 // returned; every frame's result is returned exactly once.
 //
 // Conventions (upstream's; src/model/camera_geometry.h):

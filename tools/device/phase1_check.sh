@@ -11,7 +11,9 @@
 # first. Results: $OUT/summary.txt, $OUT/logs.tar.gz. About 4 minutes (6
 # with OLD, more with TESTS).
 #
-#   [TESTS=FILTER] bash tools/device/phase1_check.sh [DIR] [FRAMES (60)]
+# BENCH_ARGS adds arguments to every bench run (e.g. "--memory-profile low").
+#
+#   [TESTS=FILTER] [BENCH_ARGS=...] bash tools/device/phase1_check.sh [DIR] [FRAMES (60)]
 set -uo pipefail
 OLD=${1:-}
 FRAMES=${2:-60}
@@ -57,14 +59,14 @@ trees=new
 for tree in $trees; do
   B=/tmp/b-$tree
   log "$tree: phase 1 stage by stage"
-  bench_in "$B" "${tree}_profile" --frames 8 --height 378 --width 504 --pipeline-depth 0 --profile
+  bench_in "$B" "${tree}_profile" --frames 8 --height 378 --width 504 --pipeline-depth 0 --profile ${BENCH_ARGS:-}
   sed -n '/^stage /,$p' "$W/bench_${tree}_profile.txt" | head -45 | cut -c1-100 | tee -a "$S"
   keep
 done
 for round in 1 2; do
   for tree in $trees; do
     log "round $round: $tree"
-    bench_in "/tmp/b-$tree" "${tree}_$round" --frames "$FRAMES" --height 378 --width 504 --kv-window 64
+    bench_in "/tmp/b-$tree" "${tree}_$round" --frames "$FRAMES" --height 378 --width 504 --kv-window 64 ${BENCH_ARGS:-}
     keep
   done
 done
