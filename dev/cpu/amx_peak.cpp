@@ -45,8 +45,9 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-// One thread's loop; returns the products' FLOPs done.
-double run_registers(int64_t steps) {
+// One thread's loop; returns the products' FLOPs done. With `from_l1`
+// the operand tiles are loaded again before every 4 products.
+double run(int64_t steps, bool from_l1) {
   configure_tiles();
   alignas(64) static thread_local uint16_t block[4][16 * 32];
   for (auto& b : block)
@@ -55,11 +56,15 @@ double run_registers(int64_t steps) {
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  _tile_loadd(4, block[0], 64);
-  _tile_loadd(5, block[1], 64);
-  _tile_loadd(6, block[2], 64);
-  _tile_loadd(7, block[3], 64);
+  const auto load = [] {
+    _tile_loadd(4, block[0], 64);
+    _tile_loadd(5, block[1], 64);
+    _tile_loadd(6, block[2], 64);
+    _tile_loadd(7, block[3], 64);
+  };
+  load();
   for (int64_t s = 0; s < steps; ++s) {
+    if (from_l1) load();
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
@@ -72,37 +77,11 @@ double run_registers(int64_t steps) {
   return 4.0 * steps * 16 * 16 * 32 * 2;
 }
 
-double run_l1(int64_t steps) {
-  configure_tiles();
-  alignas(64) static thread_local uint16_t block[4][16 * 32];
-  for (auto& b : block)
-    for (auto& v : b) v = 0x3f80;
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(4, block[0], 64);
-    _tile_loadd(5, block[1], 64);
-    _tile_loadd(6, block[2], 64);
-    _tile_loadd(7, block[3], 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  alignas(64) static thread_local float out[16 * 16];
-  _tile_stored(0, out, 64);
-  _tile_release();
-  if (out[0] < 0) std::puts("");
-  return 4.0 * steps * 16 * 16 * 32 * 2;
-}
-
 double tflops(int threads, bool l1, int64_t steps) {
   double flops = 0;
   const auto a = std::chrono::steady_clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : flops)
-  flops += l1 ? run_l1(steps) : run_registers(steps);
+  flops += run(steps, l1);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
   return flops / s * 1e-12;
 }
