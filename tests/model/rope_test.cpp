@@ -28,9 +28,9 @@ TEST(Rope3dTable, EveryElementIsItsAngleEvaluatedDirectly) {
   for (int f = 0; f < frames; ++f) {
     for (int t = 0; t < grid.tokens(); ++t) {
       const bool special = t < grid.num_special;
-      const double pos[3] = {static_cast<double>(first + f),
-                             special ? t : grid.num_special + (t - grid.num_special) / grid.gw,
-                             special ? t : grid.num_special + (t - grid.num_special) % grid.gw};
+      const int h = special ? t : grid.num_special + (t - grid.num_special) / grid.gw;
+      const int w = special ? t : grid.num_special + (t - grid.num_special) % grid.gw;
+      const double pos[3] = {static_cast<double>(first + f), static_cast<double>(h), static_cast<double>(w)};
       int j = 0;
       for (int a = 0; a < 3; ++a) {
         for (int i = 0; i < fhw[static_cast<size_t>(a)] / 2; ++i, ++j) {
