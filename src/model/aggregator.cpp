@@ -154,8 +154,12 @@ AggregatorOutput Aggregator::compute(Workspace& ws, const Tensor& images) {
   const AttendFn within_frames = attend_within_groups(be_, S, H, D);
   kv::KvCache& cache = *cache_;
   int block_index = 0;
+  const auto sync = [this] { be_.synchronize(); };
   const AttendFn through_cache = [&](const Tensor& q, const Tensor& k, const Tensor& v, Tensor& out) {
-    cache.append(block_index, k.reshape({N, H, D}), v.reshape({N, H, D}));
+    {
+      ProfileScope p("global_block.kv append", sync);
+      cache.append(block_index, k.reshape({N, H, D}), v.reshape({N, H, D}));
+    }
     Tensor out3 = out.reshape({N, H, D});
     cache.attend(block_index, q.reshape({N, H, D}), out3);
   };
