@@ -12,8 +12,9 @@
 // `prefault`, a block's memory is first touched in parallel when it is made
 // (the page faults are taken by the whole team, not by the first append's
 // thread); the paged store instead faults in each page's slots when the
-// page is first written (prefault()), so that pages no frame has used take
-// no memory. The stores keep their blocks across reset().
+// page is first written (prefault(): one madvise for the range, since
+// faults taken by several threads contend in the kernel), so that pages no
+// frame has used take no memory. The stores keep their blocks across reset().
 #pragma once
 
 #include "backend/cpu/attention.h"
@@ -40,10 +41,11 @@ class KvRowBlock {
   void copy(const KvRowBlock& src, int64_t src_slot, int64_t slot, int64_t count);
   // Slots [slot, slot + count) as attention reads them.
   KvSpan span(int64_t slot, int64_t count) const;
-  // Faults in the memory of slots [slot, slot + count) in parallel (each
-  // page rewritten with what it holds, so slots already written keep their
-  // values): a block made without `prefault` takes its page faults slot
-  // range by slot range, as its slots come into use.
+  // Faults in the memory of slots [slot, slot + count) (one
+  // madvise(MADV_POPULATE_WRITE), or where the kernel lacks it each page
+  // rewritten with what it holds; slots already written keep their values):
+  // a block made without `prefault` takes its page faults slot range by
+  // slot range, as its slots come into use.
   void prefault(int64_t slot, int64_t count);
   // Gives the memory of every slot back to the system (the whole pages
   // inside the block; they read as zeros when next touched): for when no

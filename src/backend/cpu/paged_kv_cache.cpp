@@ -40,9 +40,10 @@ void PagedKvCache::ensure_pages(BlockMemory& mem, int32_t pages) {
 }
 
 void PagedKvCache::fault_in(BlockMemory& mem, int32_t page) const {
-  // A page's memory is faulted in (by the whole team) before its first
-  // write, not when its chunk is made: the pool grows by several pages at
-  // a time, and the pages no frame has used yet take no memory.
+  // A page's memory is faulted in before its first write (in one call,
+  // KvRowBlock::prefault), not when its chunk is made: the pool grows by
+  // several pages at a time, and the pages no frame has used yet take no
+  // memory.
   if (mem.faulted.size() <= static_cast<size_t>(page)) mem.faulted.resize(static_cast<size_t>(page) + 1, 0);
   if (mem.faulted[static_cast<size_t>(page)] != 0) return;
   chunk_of(mem, page).prefault(first_slot(page), planner_.page_size());
