@@ -15,11 +15,12 @@
 //
 //   g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -fopenmp dev/cpu/amx_matmul.cpp -ldnnl -o /tmp/amx_matmul
 //   OMP_NUM_THREADS=16 /tmp/amx_matmul
+#include "amx_tiles.h"
+#include "median_time.h"
+
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,17 +33,7 @@
 
 namespace {
 
-constexpr int kArchReqXcompPerm = 0x1023;
-constexpr int kXfeatureXtiledata = 18;
 constexpr int kBlockM = 128, kBlockN = 128;
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 uint16_t to_bf16(float f) {
   uint32_t b;
@@ -75,12 +66,7 @@ void amx_linear(const uint16_t* x, const uint16_t* packed, float* y, int m_padde
   const int mblocks = (m_padded + kBlockM - 1) / kBlockM, nblocks = (n + kBlockN - 1) / kBlockN;
 #pragma omp parallel
   {
-    TileConfig cfg;
-    for (int t = 0; t < 8; ++t) {
-      cfg.colsb[t] = 64;
-      cfg.rows[t] = 16;
-    }
-    _tile_loadconfig(&cfg);
+    configure_tiles();
 #pragma omp for schedule(static) collapse(2)
     for (int nb = 0; nb < nblocks; ++nb)
       for (int mb = 0; mb < mblocks; ++mb) {
@@ -116,27 +102,10 @@ void amx_linear(const uint16_t* x, const uint16_t* packed, float* y, int m_padde
   }
 }
 
-template <class F>
-double median_ms(F&& fn, int reps = 7) {
-  fn();
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto a = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 }  // namespace
 
 int main() {
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
-    std::perror("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)");
-    return 1;
-  }
+  if (!request_amx()) return 1;
   using dnnl::memory;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);

@@ -11,10 +11,10 @@
 //
 //   g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -fopenmp dev/cpu/amx_peak.cpp -o /tmp/amx_peak
 //   /tmp/amx_peak [threads...]
+#include "amx_tiles.h"
+
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -24,26 +24,6 @@
 #include <vector>
 
 namespace {
-
-constexpr int kArchReqXcompPerm = 0x1023;  // arch_prctl: ask the kernel for an XSAVE feature
-constexpr int kXfeatureXtiledata = 18;      // AMX tile data
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-void configure_tiles() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;  // 16 float32 or 32 bf16 per row
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
 
 // One thread's loop; returns the products' FLOPs done. With `from_l1`
 // the operand tiles are loaded again before every 4 products.
@@ -89,10 +69,7 @@ double tflops(int threads, bool l1, int64_t steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
-    std::perror("arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)");
-    return 1;
-  }
+  if (!request_amx()) return 1;
   std::vector<int> counts;
   for (int i = 1; i < argc; ++i) counts.push_back(std::atoi(argv[i]));
   if (counts.empty()) counts = {1, 2, 4, 8, 16};

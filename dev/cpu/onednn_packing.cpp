@@ -6,6 +6,8 @@
 //
 //   g++ -O2 -std=c++20 dev/cpu/onednn_packing.cpp -ldnnl -fopenmp -o /tmp/packing
 //   OMP_NUM_THREADS=16 /tmp/packing
+#include "median_time.h"
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -20,19 +22,6 @@ using dnnl::memory;
 using Dt = memory::data_type;
 
 namespace {
-
-double median_ms(auto&& fn, int reps = 7) {
-  fn();
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    const auto a = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 std::string describe(const memory::desc& d) {
   // The blocking of a desc: inner blocks and their indices.
