@@ -7,9 +7,9 @@
 
 namespace lingbot {
 
-Tensor& ReadbackQueue::host_view(Backend& be, Tensor& memory, Tensor& view, const Shape& shape) {
+Tensor& ReadbackQueue::host_view(Tensor& memory, Tensor& view, const Shape& shape) {
   const int64_t n = std::max<int64_t>(shape_numel(shape), 1);
-  if (!memory.defined() || memory.numel() < n) memory = be.alloc_host({n}, DType::F32);
+  if (!memory.defined() || memory.numel() < n) memory = be_.alloc_host({n}, DType::F32);
   view = memory.slice(0, shape_numel(shape)).reshape(shape);
   return view;
 }
@@ -19,8 +19,8 @@ void ReadbackQueue::enqueue(const StepInfo& info, const Tensor& poses, const Ten
   InFlight step{.info = info, .dense = raw != nullptr, .slot = next_slot_, .done = nullptr};
   Slot& slot = slots_[next_slot_];
   next_slot_ = (next_slot_ + 1) % kSlots;
-  be_.download_async(poses, host_view(be_, slot.poses_memory, slot.poses, poses.shape()));
-  if (raw) be_.download_async(*raw, host_view(be_, slot.raw_memory, slot.raw, raw->shape()));
+  be_.download_async(poses, host_view(slot.poses_memory, slot.poses, poses.shape()));
+  if (raw) be_.download_async(*raw, host_view(slot.raw_memory, slot.raw, raw->shape()));
   step.done = be_.fence();
   steps_.push_back(std::move(step));
 }

@@ -64,7 +64,7 @@ class ReadbackQueue {
     Tensor poses_memory, raw_memory;
     Tensor poses, raw;
   };
-  static Tensor& host_view(Backend& be, Tensor& memory, Tensor& view, const Shape& shape);
+  Tensor& host_view(Tensor& memory, Tensor& view, const Shape& shape);
 
   Backend& be_;
   std::deque<InFlight> steps_;

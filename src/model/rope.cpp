@@ -51,13 +51,13 @@ void rope3d_table(const FrameGrid& grid, int head_dim, const std::array<int, 3>&
   for (int a = 0; a < 3; ++a)
     for (int i = 0; i < fhw[a] / 2; ++i)
       freq[a].push_back(1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(fhw[a])));
+  LB_CHECK(freq[0].size() + freq[1].size() + freq[2].size() == static_cast<size_t>(angles),
+           "3D RoPE: the time, height and width dims {}+{}+{} must add up to the head dim {}", fhw[0], fhw[1], fhw[2],
+           head_dim);
   // A row is [time angles | height angles | width angles]; only the time
   // part changes from frame to frame, so the height and width parts are
   // computed once for a frame's tokens and copied (a scale step's table
   // would otherwise take ~0.5 M double cos/sin pairs on the host).
-  LB_CHECK(freq[0].size() + freq[1].size() + freq[2].size() == static_cast<size_t>(angles),
-           "3D RoPE: the time, height and width dims {}+{}+{} must add up to the head dim {}", fhw[0], fhw[1], fhw[2],
-           head_dim);
   const int ft = static_cast<int>(freq[0].size());
   const int fhw_angles = angles - ft;
   std::vector<float> hw_cos(static_cast<size_t>(n) * fhw_angles), hw_sin(hw_cos.size());

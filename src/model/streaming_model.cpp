@@ -311,12 +311,12 @@ void StreamingModel::launch_step(const std::vector<Tensor>& frames, bool store, 
   // phase's frames are there already (push() sent each as it came); one
   // cut short by finish() has a tensor of its own size.
   Tensor& images = ws_->get("in.images", {S, 3, H, W}, DType::F32);
-  if (S == 1) {
-    Tensor slot = images[0];
-    be_.upload_into(frames[0], slot);
-  } else if (S != options_.num_scale_frames) {
-    for (int i = 0; i < S; ++i) {
-      Tensor slot = images[i];
+  const bool sent_by_push = first_index == 0 && S == options_.num_scale_frames;
+  for (int i = 0; i < S && !sent_by_push; ++i) {
+    Tensor slot = images[i];
+    if (S == 1) {
+      be_.upload_into(frames[0], slot);
+    } else {
       be_.upload_once_into(frames[static_cast<size_t>(i)], slot);
     }
   }

@@ -116,12 +116,9 @@ void KvRowBlock::prefault(int64_t slot, int64_t count) {
 
 void KvRowBlock::release_memory() {
 #if defined(__linux__)
-  const auto begin = reinterpret_cast<uintptr_t>(memory_.data());
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t last = (begin + memory_.nbytes()) / page * page;
   // Private anonymous memory: the pages come back zeroed when touched.
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  const auto [lo, length] = whole_pages(memory_.data(), static_cast<int64_t>(memory_.nbytes()));
+  if (length > 0) ::madvise(reinterpret_cast<void*>(lo), length, MADV_DONTNEED);
 #endif
 }
 
