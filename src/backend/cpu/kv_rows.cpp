@@ -2,6 +2,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "core/half.h"
+#include "core/memory_pages.h"
 #include "kv/fp8_e4m3.h"
 
 #include <cstring>
@@ -9,7 +10,6 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
-#include <unistd.h>
 #endif
 
 namespace lingbot::cpu {
@@ -26,44 +26,6 @@ int64_t element_bytes(KvElement e) {
 }
 
 constexpr int64_t round_up_64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
-
-// The whole pages of [first, first + bytes), or an empty range.
-std::pair<uintptr_t, size_t> whole_pages(const void* first, int64_t bytes) {
-#if defined(__linux__)
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(first);
-  const uintptr_t lo = (begin + page - 1) / page * page;
-  const uintptr_t hi = (begin + static_cast<uintptr_t>(bytes)) / page * page;
-  return {lo, hi > lo ? hi - lo : 0};
-#else
-  (void)first;
-  (void)bytes;
-  return {0, 0};
-#endif
-}
-
-// Faults in the memory of [first, first + bytes) for writing. One
-// madvise(MADV_POPULATE_WRITE) maps the whole range in the kernel, where
-// touching a page at a time takes a fault per page, and faults from several
-// threads of one process contend inside the kernel (a new page of a
-// streamed frame's K/V was slower to touch with 2 threads than with 1).
-// Kernels before 5.14 refuse it: then each page is touched.
-void populate(std::byte* first, int64_t bytes) {
-  if (bytes <= 0) return;
-#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-  const auto [lo, length] = whole_pages(first, bytes);
-  if (length > 0 && ::madvise(reinterpret_cast<void*>(lo), length, MADV_POPULATE_WRITE) == 0) {
-    volatile std::byte* p = first;  // the partial pages at either end
-    p[0] = p[0];
-    p[bytes - 1] = p[bytes - 1];
-    return;
-  }
-#endif
-  constexpr int64_t kPage = 4096;
-  volatile std::byte* p = first;
-  for (int64_t i = 0; i < bytes; i += kPage) p[i] = p[i];
-  p[bytes - 1] = p[bytes - 1];
-}
 
 // Writes of fewer rows than this run on the calling thread (a camera-head
 // token, a frame's specials): waking the team costs more than the copy.
@@ -106,11 +68,11 @@ KvRowBlock::KvRowBlock(KvElement element, int num_heads, int head_dim, int64_t c
 
 void KvRowBlock::prefault(int64_t slot, int64_t count) {
   LB_ASSERT(slot >= 0 && count >= 0 && slot + count <= capacity_);
-  populate(k_elems(slot), count * row_bytes_);
-  populate(v_elems(slot), count * row_bytes_);
+  populate_for_write(k_elems(slot), count * row_bytes_);
+  populate_for_write(v_elems(slot), count * row_bytes_);
   if (element_ == KvElement::Fp8) {
-    populate(reinterpret_cast<std::byte*>(k_scales(slot)), count * num_heads_ * int64_t{4});
-    populate(reinterpret_cast<std::byte*>(v_scales(slot)), count * num_heads_ * int64_t{4});
+    populate_for_write(reinterpret_cast<std::byte*>(k_scales(slot)), count * num_heads_ * int64_t{4});
+    populate_for_write(reinterpret_cast<std::byte*>(v_scales(slot)), count * num_heads_ * int64_t{4});
   }
 }
 
