@@ -38,6 +38,19 @@ namespace lingbot {
 
 enum class Activation { None, Gelu, Relu };
 
+// How a feature map [B, C, H, W] is laid out in memory: channels first
+// (NCHW, PyTorch's) or channels last (NHWC, [B, H, W, C] in memory: a row of
+// tokens is a pixel, and the GPU's convolutions run natively on it).
+enum class MapLayout { ChannelsFirst, ChannelsLast };
+
+// What a channels-last convolution does to its sums before they are stored:
+//   out = act(conv(x, w) + b + residual)
+// residual (same shape as out, float32) may be null.
+struct ConvEpilogue {
+  Activation act = Activation::None;
+  const Tensor* residual = nullptr;
+};
+
 // Rotary position embedding applied to each head vector of q and k.
 // Row r of cos/sin ([rows, head_dim/2], float32) holds the rotation of token
 // r; a token t of the input uses row t % rows, so one frame's table serves
@@ -132,6 +145,8 @@ class Backend {
   virtual DType residual_dtype() const { return DType::F32; }
   // The activation dtype of the big transformer stacks on this backend.
   virtual DType compute_dtype() const = 0;
+  // The layout the depth head's feature maps run fastest in here.
+  virtual MapLayout preferred_map_layout() const { return MapLayout::ChannelsFirst; }
 
   // ---- CUDA graphs ---------------------------------------------------------
   // The device work of a frame step, recorded once and replayed: between
@@ -219,6 +234,28 @@ class Backend {
   // first half of channels, of y in the second): 0.4 MB instead of 97 MB at
   // 378 x 504.
   virtual void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) = 0;
+
+  // ---- feature maps, channels last (NHWC) ---------------------------------
+  // The same operations on maps held as [B, H, W, C] (MapLayout above), for
+  // a depth head that keeps its maps channels last from the tokens (which
+  // already are [B, h, w, C]) to its last convolution.
+  // Conv2d, square kernel: x[B, H, W, Cin], w[Cout, k, k, Cin], b[Cout] or
+  // null, out[B, OH, OW, Cout], with the epilogue applied (ConvEpilogue).
+  virtual void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
+                           const ConvEpilogue& epilogue) = 0;
+  void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
+    conv2d_nhwc(x, w, b, stride, pad, out, ConvEpilogue{});
+  }
+  // ConvTranspose2d with kernel == stride: x[B, h, w, Cin], w[Cin, Cout, k, k]
+  // (PyTorch's layout), out[B, h*k, w*k, Cout].
+  virtual void conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) = 0;
+  // resize_bilinear on [B, H, W, C]; `add` repeats over out's leading dims
+  // (a channels-last [H, W, C] term).
+  virtual void resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) = 0;
+  // resize_bilinear_add_axes on [B, H, W, C], the tables as there:
+  //   out[n, y, x, c] = resize(x)[n, y, x, c] + (c < Cc ? by_col[c, x] : by_row[c - Cc, y]).
+  virtual void resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                             Tensor& out) = 0;
 };
 
 // threads: 0 for OpenMP's default. isa: the cpu_isa option, "auto" (the best

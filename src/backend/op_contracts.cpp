@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 
@@ -149,6 +150,29 @@ Nchw nchw(const Target& t, const char* op, const Arg& a) {
   REQUIRE(a.shape().size() == 4, "{}: {} {} is not NCHW", op, a.what, a.d());
   const Shape& s = a.shape();
   return {s[0], s[1], s[2], s[3]};
+}
+
+// A float32 feature map in `layout`: its dims as (n, c, h, w) either way.
+Nchw map_dims(const Target& t, const char* op, const Arg& a, MapLayout layout) {
+  if (layout == MapLayout::ChannelsFirst) return nchw(t, op, a);
+  float32(t, op, a);
+  REQUIRE(a.shape().size() == 4, "{}: {} {} is not NHWC", op, a.what, a.d());
+  const Shape& s = a.shape();
+  return {s[0], s[3], s[1], s[2]};
+}
+
+// "[n, c, h, w]" or "[n, h, w, c]": a map's expected shape in messages.
+std::string map_shape(MapLayout layout, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return layout == MapLayout::ChannelsFirst ? fmt::format("[{}, {}, {}, {}]", n, c, h, w)
+                                            : fmt::format("[{}, {}, {}, {}]", n, h, w, c);
+}
+
+const char* with_layout(const char* op, MapLayout layout) {
+  if (layout == MapLayout::ChannelsFirst) return op;
+  if (std::string_view(op) == "conv2d") return "conv2d_nhwc";
+  if (std::string_view(op) == "conv_transpose2d") return "conv_transpose2d_nhwc";
+  if (std::string_view(op) == "resize_bilinear") return "resize_bilinear_nhwc";
+  return "resize_bilinear_add_axes_nhwc";
 }
 
 // Whether the byte ranges [a0, a1) and [b0, b1) share a byte.
@@ -515,44 +539,55 @@ TokenMaps check_tokens_to_nchw(const Target& t, const Tensor& tokens, int h, int
 }
 
 ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                      const Tensor& out) {
-  const char* op = "conv2d";
+                      const Tensor& out, MapLayout layout, const Tensor* residual) {
+  const char* op = with_layout("conv2d", layout);
   const Arg ax("x", x), aw("weight", w), ao("out", out);
-  const OptArg ab = optional("bias", b);
-  const Nchw in = nchw(t, op, ax);
-  const Nchw o = nchw(t, op, ao);
+  const OptArg ab = optional("bias", b), ar = optional("residual", residual);
+  const Nchw in = map_dims(t, op, ax, layout);
+  const Nchw o = map_dims(t, op, ao, layout);
   float32(t, op, aw);
   const Shape& ws = aw.shape();
-  REQUIRE(ws.size() == 4 && ws[0] == o.c && ws[1] == in.c && ws[2] == ws[3] && ws[2] > 0,
-          "{}: weight {} is not [{}, {}, k, k] for x {} and out {}", op, aw.d(), o.c, in.c, ax.d(), ao.d());
+  // Channels first: [Cout, Cin, k, k]; channels last: [Cout, k, k, Cin].
+  const bool first = layout == MapLayout::ChannelsFirst;
+  const int64_t w_cin = first ? ws.size() == 4 ? ws[1] : -1 : ws.size() == 4 ? ws[3] : -1;
+  const int64_t kh = first ? ws.size() == 4 ? ws[2] : -1 : ws.size() == 4 ? ws[1] : -1;
+  const int64_t kw = first ? ws.size() == 4 ? ws[3] : -1 : ws.size() == 4 ? ws[2] : -1;
+  REQUIRE(ws.size() == 4 && ws[0] == o.c && w_cin == in.c && kh == kw && kh > 0,
+          "{}: weight {} is not {} for x {} and out {}", op, aw.d(),
+          first ? fmt::format("[{}, {}, k, k]", o.c, in.c) : fmt::format("[{}, k, k, {}]", o.c, in.c), ax.d(), ao.d());
   REQUIRE(stride > 0 && pad >= 0, "{}: stride {} and padding {}", op, stride, pad);
-  const int64_t k = ws[2], p = pad;
+  const int64_t k = kh, p = pad;
   REQUIRE(k <= in.h + 2 * p && k <= in.w + 2 * p, "{}: kernel {} is larger than x {} with padding {}", op, k, ax.d(),
           pad);
   const int64_t oh = (in.h + 2 * p - k) / stride + 1, ow = (in.w + 2 * p - k) / stride + 1;
-  REQUIRE(o.n == in.n && o.h == oh && o.w == ow, "{}: out {} is not [{}, {}, {}, {}] (x {}, k {}, stride {}, pad {})",
-          op, ao.d(), in.n, o.c, oh, ow, ax.d(), k, stride, pad);
+  REQUIRE(o.n == in.n && o.h == oh && o.w == ow, "{}: out {} is not {} (x {}, k {}, stride {}, pad {})", op, ao.d(),
+          map_shape(layout, in.n, o.c, oh, ow), ax.d(), k, stride, pad);
   vector(t, op, ab, o.c);
+  if (ar) {
+    float32(t, op, *ar);
+    REQUIRE(ar->shape() == ao.shape(), "{}: residual {} is not shaped like out {}", op, ar->d(), ao.d());
+  }
   apart(op, ao, ax);
   apart(op, ao, aw);
   apart(op, ao, ab);
+  apart(op, ao, ar);
   return {in, o, k};
 }
 
 ConvDims check_conv_transpose2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int k,
-                                const Tensor& out) {
-  const char* op = "conv_transpose2d";
+                                const Tensor& out, MapLayout layout) {
+  const char* op = with_layout("conv_transpose2d", layout);
   const Arg ax("x", x), aw("weight", w), ao("out", out);
   const OptArg ab = optional("bias", b);
-  const Nchw in = nchw(t, op, ax);
-  const Nchw o = nchw(t, op, ao);
+  const Nchw in = map_dims(t, op, ax, layout);
+  const Nchw o = map_dims(t, op, ao, layout);
   float32(t, op, aw);
   REQUIRE(k > 0, "{}: kernel {}", op, k);
   const Shape& ws = aw.shape();
   REQUIRE(ws.size() == 4 && ws[0] == in.c && ws[1] == o.c && ws[2] == k && ws[3] == k,
           "{}: weight {} is not [{}, {}, {}, {}] for x {} and out {}", op, aw.d(), in.c, o.c, k, k, ax.d(), ao.d());
-  REQUIRE(o.n == in.n && o.h == in.h * k && o.w == in.w * k, "{}: out {} is not [{}, {}, {}, {}] (x {}, k {})", op,
-          ao.d(), in.n, o.c, in.h * k, in.w * k, ax.d(), k);
+  REQUIRE(o.n == in.n && o.h == in.h * k && o.w == in.w * k, "{}: out {} is not {} (x {}, k {})", op, ao.d(),
+          map_shape(layout, in.n, o.c, in.h * k, in.w * k), ax.d(), k);
   vector(t, op, ab, o.c);
   apart(op, ao, ax);
   apart(op, ao, aw);
@@ -560,19 +595,22 @@ ConvDims check_conv_transpose2d(const Target& t, const Tensor& x, const Tensor& 
   return {in, o, k};
 }
 
-MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* add, const Tensor& out) {
-  const char* op = "resize_bilinear";
+MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* add, const Tensor& out,
+                              MapLayout layout) {
+  const char* op = with_layout("resize_bilinear", layout);
   const Arg ax("x", x), ao("out", out);
   const OptArg aa = optional("add", add);
-  const Nchw in = nchw(t, op, ax);
-  const Nchw o = nchw(t, op, ao);
+  const Nchw in = map_dims(t, op, ax, layout);
+  const Nchw o = map_dims(t, op, ao, layout);
   REQUIRE(in.n == o.n && in.c == o.c, "{}: x {} and out {} differ in batches or channels", op, ax.d(), ao.d());
   REQUIRE(o.h * o.w == 0 || (in.h > 0 && in.w > 0), "{}: x {} has no pixels to resize to out {}", op, ax.d(), ao.d());
   if (aa) {
     float32(t, op, *aa);
-    const int64_t plane = o.h * o.w;
-    REQUIRE(plane > 0 && aa->n > 0 && aa->n % plane == 0 && ao.n % aa->n == 0,
-            "{}: add {} is not whole planes of out {} repeating over its leading dims", op, aa->d(), ao.d());
+    // Whole planes [.., H, W] channels first; whole maps [.., H, W, C] channels last.
+    const int64_t unit = layout == MapLayout::ChannelsFirst ? o.h * o.w : o.h * o.w * o.c;
+    REQUIRE(unit > 0 && aa->n > 0 && aa->n % unit == 0 && ao.n % aa->n == 0,
+            "{}: add {} is not whole {} of out {} repeating over its leading dims", op, aa->d(),
+            layout == MapLayout::ChannelsFirst ? "planes" : "[H, W, C] maps", ao.d());
   }
   apart(op, ao, ax);
   apart(op, ao, aa);
@@ -580,11 +618,11 @@ MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* ad
 }
 
 MapDims check_resize_bilinear_add_axes(const Target& t, const Tensor& x, const Tensor& by_col, const Tensor& by_row,
-                                       const Tensor& out) {
-  const char* op = "resize_bilinear_add_axes";
+                                       const Tensor& out, MapLayout layout) {
+  const char* op = with_layout("resize_bilinear_add_axes", layout);
   const Arg ax("x", x), ao("out", out), ac("by_col", by_col), ar("by_row", by_row);
-  const Nchw in = nchw(t, op, ax);
-  const Nchw o = nchw(t, op, ao);
+  const Nchw in = map_dims(t, op, ax, layout);
+  const Nchw o = map_dims(t, op, ao, layout);
   REQUIRE(in.n == o.n && in.c == o.c, "{}: x {} and out {} differ in batches or channels", op, ax.d(), ao.d());
   REQUIRE(o.h * o.w == 0 || (in.h > 0 && in.w > 0), "{}: x {} has no pixels to resize to out {}", op, ax.d(), ao.d());
   float32(t, op, ac);

@@ -107,12 +107,16 @@ MatrixDims check_adaln_modulate(const Target& t, const Tensor& xn, const Tensor&
 // ---- images and feature maps ------------------------------------------------------
 Nchw check_patchify(const Target& t, const Tensor& images, int patch, const Tensor& patches);
 TokenMaps check_tokens_to_nchw(const Target& t, const Tensor& tokens, int h, int w, const Tensor& maps);
+// The map ops in either layout (MapLayout): the channels-last ones are the
+// *_nhwc ops, named so in messages. `residual`: conv2d_nhwc's epilogue term.
 ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                      const Tensor& out);
+                      const Tensor& out, MapLayout layout = MapLayout::ChannelsFirst,
+                      const Tensor* residual = nullptr);
 ConvDims check_conv_transpose2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int k,
-                                const Tensor& out);
-MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* add, const Tensor& out);
+                                const Tensor& out, MapLayout layout = MapLayout::ChannelsFirst);
+MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* add, const Tensor& out,
+                              MapLayout layout = MapLayout::ChannelsFirst);
 MapDims check_resize_bilinear_add_axes(const Target& t, const Tensor& x, const Tensor& by_col, const Tensor& by_row,
-                                       const Tensor& out);
+                                       const Tensor& out, MapLayout layout = MapLayout::ChannelsFirst);
 
 }  // namespace lingbot::contracts

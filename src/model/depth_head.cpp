@@ -13,15 +13,44 @@ namespace lingbot {
 namespace {
 const std::string kP = "depth_head";
 constexpr float kNormEps = 1e-5f;
+
+// [C, h, w] -> [h, w, C] on the host (a position embedding, made once).
+Tensor channels_last(const Tensor& chw) {
+  const int64_t C = chw.dim(0), h = chw.dim(1), w = chw.dim(2);
+  Tensor hwc = Tensor::empty({h, w, C});
+  const float* src = chw.f32();
+  float* dst = hwc.f32();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t p = 0; p < h * w; ++p) dst[p * C + c] = src[c * h * w + p];
+  return hwc;
+}
 }  // namespace
 
-DepthHead::DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config)
-    : be_(be), w_(w), config_(config) {}
+bool is_depth_head_conv_weight(std::string_view name) {
+  if (!name.starts_with("depth_head.") || !name.ends_with(".weight")) return false;
+  // resize_layers.3 is a strided Conv2d; .0 and .1 are ConvTranspose2d.
+  if (name == "depth_head.resize_layers.3.weight") return true;
+  return name.starts_with("depth_head.scratch.");
+}
+
+DepthHead::DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config, MapLayout layout)
+    : be_(be), w_(w), config_(config), layout_(layout) {}
+
+Shape DepthHead::map_shape(int64_t n, int64_t c, int64_t h, int64_t w) const {
+  return layout_ == MapLayout::ChannelsFirst ? Shape{n, c, h, w} : Shape{n, h, w, c};
+}
+int64_t DepthHead::map_height(const Tensor& t) const { return t.dim(layout_ == MapLayout::ChannelsFirst ? 2 : 1); }
+int64_t DepthHead::map_width(const Tensor& t) const { return t.dim(layout_ == MapLayout::ChannelsFirst ? 3 : 2); }
 
 const Tensor& DepthHead::position_embedding(int channels, int h, int w, double aspect) {
   const std::array<int, 3> key = {channels, h, w};
   auto it = pos_embed_.find(key);
-  if (it == pos_embed_.end()) it = pos_embed_.emplace(key, be_.upload(dpt_pos_embed(channels, h, w, aspect), DType::F32)).first;
+  if (it == pos_embed_.end()) {
+    const Tensor chw = dpt_pos_embed(channels, h, w, aspect);
+    it = pos_embed_
+             .emplace(key, be_.upload(layout_ == MapLayout::ChannelsFirst ? chw : channels_last(chw), DType::F32))
+             .first;
+  }
   return it->second;
 }
 
@@ -36,13 +65,24 @@ const AxisEmbedding& DepthHead::position_embedding_axes(int channels, int h, int
   return it->second;
 }
 
+void DepthHead::conv(const Tensor& x, const std::string& layer, bool bias, int stride, int pad, Tensor& out,
+                     const ConvEpilogue& epilogue) {
+  const Tensor& weight = w_.get(layer + ".weight");
+  const Tensor* b = bias ? &w_.get(layer + ".bias") : nullptr;
+  if (layout_ == MapLayout::ChannelsLast) {
+    be_.conv2d_nhwc(x, weight, b, stride, pad, out, epilogue);
+    return;
+  }
+  be_.conv2d(x, weight, b, stride, pad, out);
+  if (epilogue.residual != nullptr) be_.add(out, *epilogue.residual, out);
+  if (epilogue.act == Activation::Relu) be_.relu(out, out);
+}
+
 void DepthHead::residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out) {
   Tensor& mid = ws.get("dpt.rcu_mid", x.shape(), DType::F32);
   be_.relu(x, x);  // in place, as upstream's nn.ReLU(inplace=True): the skip below adds relu(x)
-  be_.conv2d(x, w_.get(prefix + ".conv1.weight"), &w_.get(prefix + ".conv1.bias"), 1, 1, mid);
-  be_.relu(mid, mid);
-  be_.conv2d(mid, w_.get(prefix + ".conv2.weight"), &w_.get(prefix + ".conv2.bias"), 1, 1, out);
-  be_.add(out, x, out);
+  conv(x, prefix + ".conv1", true, 1, 1, mid, {.act = Activation::Relu});
+  conv(mid, prefix + ".conv2", true, 1, 1, out, {.residual = &x});
 }
 
 void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, int w, Tensor& out,
@@ -59,11 +99,17 @@ void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, i
   }
   Tensor& unit = ws.get(fmt::format("dpt.fuse{}.unit", index), s, DType::F32);
   residual_unit(ws, p + ".resConfUnit2", sum, unit);
+  const bool first = layout_ == MapLayout::ChannelsFirst;
   Tensor& resized = resized_into != nullptr
                         ? *resized_into
-                        : ws.get(fmt::format("dpt.fuse{}.resized", index), {s[0], s[1], h, w}, DType::F32);
-  be_.resize_bilinear(unit, resized);
-  be_.conv2d(resized, w_.get(p + ".out_conv.weight"), &w_.get(p + ".out_conv.bias"), 1, 0, out);
+                        : ws.get(fmt::format("dpt.fuse{}.resized", index), map_shape(s[0], s[first ? 1 : 3], h, w),
+                                 DType::F32);
+  if (first) {
+    be_.resize_bilinear(unit, resized);
+  } else {
+    be_.resize_bilinear_nhwc(unit, nullptr, resized);
+  }
+  conv(resized, p + ".out_conv", true, 1, 0, out);
 }
 
 void DepthHead::forward(Workspace& ws, const std::array<const Tensor*, 4>& layers, int frames, int tokens_per_frame,
@@ -87,6 +133,7 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
   const double aspect = static_cast<double>(W) / H;
   const auto& oc = config_.depth_head.out_channels;
   const DType f32 = DType::F32;
+  const bool channels_first = layout_ == MapLayout::ChannelsFirst;
 
   const auto sync = [this] { be_.synchronize(); };
   // Feature pyramid: 4x, 2x, 1x and 1/2x of the patch grid, F channels each.
@@ -100,47 +147,57 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
     Tensor& projected = ws.get(fmt::format("dpt.proj{}", i), {S * np, oc[i]}, f32);
     be_.linear(rows, w_.get(fmt::format("{}.projects.{}.weight", kP, i)).reshape({oc[i], C}),
                &w_.get(fmt::format("{}.projects.{}.bias", kP, i)), projected);
-    Tensor& maps = ws.get(fmt::format("dpt.maps{}", i), {S, oc[i], gh, gw}, f32);
-    be_.tokens_to_nchw(projected, gh, gw, maps);
+    // The projected tokens are the frames' maps channels last as they stand.
+    Tensor maps = channels_first ? ws.get(fmt::format("dpt.maps{}", i), {S, oc[i], gh, gw}, f32)
+                                 : projected.reshape({S, gh, gw, oc[i]});
+    if (channels_first) be_.tokens_to_nchw(projected, gh, gw, maps);
     be_.add_broadcast(maps, position_embedding(oc[i], gh, gw, aspect));
 
-    Tensor* level = &maps;
+    const Tensor* level = &maps;
     const std::string rw = fmt::format("{}.resize_layers.{}", kP, i);
     if (i == 0 || i == 1) {
       const int k = i == 0 ? 4 : 2;
-      Tensor& up = ws.get(fmt::format("dpt.resized{}", i), {S, oc[i], gh * k, gw * k}, f32);
-      be_.conv_transpose2d(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), k, up);
+      Tensor& up = ws.get(fmt::format("dpt.resized{}", i), map_shape(S, oc[i], gh * k, gw * k), f32);
+      if (channels_first) {
+        be_.conv_transpose2d(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), k, up);
+      } else {
+        be_.conv_transpose2d_nhwc(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), k, up);
+      }
       level = &up;
     } else if (i == 3) {
-      Tensor& down = ws.get("dpt.resized3", {S, oc[i], (gh - 1) / 2 + 1, (gw - 1) / 2 + 1}, f32);
-      be_.conv2d(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), 2, 1, down);
+      Tensor& down = ws.get("dpt.resized3", map_shape(S, oc[i], (gh - 1) / 2 + 1, (gw - 1) / 2 + 1), f32);
+      conv(maps, rw, true, 2, 1, down);
       level = &down;
     }
-    Tensor& rn = ws.get(fmt::format("dpt.layer{}_rn", i + 1), {S, F, level->dim(2), level->dim(3)}, f32);
-    be_.conv2d(*level, w_.get(fmt::format("{}.scratch.layer{}_rn.weight", kP, i + 1)), nullptr, 1, 1, rn);
+    Tensor& rn = ws.get(fmt::format("dpt.layer{}_rn", i + 1), map_shape(S, F, map_height(*level), map_width(*level)), f32);
+    conv(*level, fmt::format("{}.scratch.layer{}_rn", kP, i + 1), false, 1, 1, rn);
     pyramid[static_cast<size_t>(i)] = &rn;
   }
 
   // Coarse-to-fine fusion; each step ends at the next finer level's size.
   stage.reset();
   stage.emplace("dpt.fusion", sync);
-  auto hw = [](const Tensor* t) { return std::make_pair(static_cast<int>(t->dim(2)), static_cast<int>(t->dim(3))); };
+  auto hw = [this](const Tensor* t) {
+    return std::make_pair(static_cast<int>(map_height(*t)), static_cast<int>(map_width(*t)));
+  };
   auto [h3, w3] = hw(pyramid[2]);
   auto [h2, w2] = hw(pyramid[1]);
   auto [h1, w1] = hw(pyramid[0]);
-  Tensor& f4 = ws.get("dpt.fused4", {S, F, h3, w3}, f32);
+  Tensor& f4 = ws.get("dpt.fused4", map_shape(S, F, h3, w3), f32);
   fuse(ws, 4, *pyramid[3], nullptr, h3, w3, f4);
-  Tensor& f3 = ws.get("dpt.fused3", {S, F, h2, w2}, f32);
+  Tensor& f3 = ws.get("dpt.fused3", map_shape(S, F, h2, w2), f32);
   fuse(ws, 3, f4, pyramid[2], h2, w2, f3);
-  Tensor& f2 = ws.get("dpt.fused2", {S, F, h1, w1}, f32);
+  Tensor& f2 = ws.get("dpt.fused2", map_shape(S, F, h1, w1), f32);
   fuse(ws, 2, f3, pyramid[1], h1, w1, f2);
   // The five largest maps (the last fusion's upsampled input and output,
   // then output_conv1's result, the full-resolution map and the hidden
   // layer) share two buffers: each map is dead before the next one in its
   // buffer is written. x: resized, head1, hidden; y: f1, full (161 MB
-  // instead of 281 MB at 378 x 504). Sized once for the largest of each.
-  const Shape resized_shape{S, F, 2 * h1, 2 * w1}, f1_shape{S, F, 2 * h1, 2 * w1};
-  const Shape head1_shape{S, F / 2, 2 * h1, 2 * w1}, full_shape{S, F / 2, H, W}, hidden_shape{S, 32, H, W};
+  // instead of 281 MB at 378 x 504), and channels last the two-channel
+  // output before its move to [S, 2, H, W]. Sized once for the largest of each.
+  const Shape resized_shape = map_shape(S, F, 2 * h1, 2 * w1), f1_shape = map_shape(S, F, 2 * h1, 2 * w1);
+  const Shape head1_shape = map_shape(S, F / 2, 2 * h1, 2 * w1), full_shape = map_shape(S, F / 2, H, W);
+  const Shape hidden_shape = map_shape(S, 32, H, W);
   const int64_t x_elems = std::max({shape_numel(resized_shape), shape_numel(head1_shape), shape_numel(hidden_shape)});
   const int64_t y_elems = std::max(shape_numel(f1_shape), shape_numel(full_shape));
   Tensor& x_buffer = ws.get("dpt.tail_x", {x_elems}, f32);
@@ -152,17 +209,26 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
   // Output convolutions at full resolution.
   stage.reset();
   stage.emplace("dpt.output", sync);
+  const std::string scratch = kP + ".scratch";
   Tensor head1 = in(x_buffer, head1_shape);
-  be_.conv2d(f1, w_.get(kP + ".scratch.output_conv1.weight"), &w_.get(kP + ".scratch.output_conv1.bias"), 1, 1, head1);
+  conv(f1, scratch + ".output_conv1", true, 1, 1, head1);
   Tensor full = in(y_buffer, full_shape);
   const AxisEmbedding& embedding = position_embedding_axes(F / 2, H, W, aspect);
-  be_.resize_bilinear_add_axes(head1, embedding.by_col, embedding.by_row, full);
+  if (channels_first) {
+    be_.resize_bilinear_add_axes(head1, embedding.by_col, embedding.by_row, full);
+  } else {
+    be_.resize_bilinear_add_axes_nhwc(head1, embedding.by_col, embedding.by_row, full);
+  }
   Tensor hidden = in(x_buffer, hidden_shape);
-  be_.conv2d(full, w_.get(kP + ".scratch.output_conv2.0.weight"), &w_.get(kP + ".scratch.output_conv2.0.bias"), 1, 1,
-             hidden);
-  be_.relu(hidden, hidden);
-  be_.conv2d(hidden, w_.get(kP + ".scratch.output_conv2.2.weight"), &w_.get(kP + ".scratch.output_conv2.2.bias"), 1, 0,
-             out);
+  conv(full, scratch + ".output_conv2.0", true, 1, 1, hidden, {.act = Activation::Relu});
+  if (channels_first) {
+    conv(hidden, scratch + ".output_conv2.2", true, 1, 0, out);
+    return;
+  }
+  // Channels last: the two channels per pixel, then moved to out's [S, 2, H, W].
+  Tensor pixels = in(y_buffer, map_shape(S, 2, H, W));
+  conv(hidden, scratch + ".output_conv2.2", true, 1, 0, pixels);
+  be_.tokens_to_nchw(pixels, H, W, out);
 }
 
 }  // namespace lingbot

@@ -7,6 +7,14 @@
 // Upstream's residual conv unit applies its ReLU in place on the unit's
 // input, so its skip connection adds relu(x), not x. The official weights
 // were trained that way and so is this port.
+//
+// The feature maps are held in either layout (MapLayout): channels first as
+// upstream, or channels last, where the tokens already are [frames, h, w,
+// C], a convolution's bias, ReLU and residual add go into one epilogue
+// pass, and cuDNN runs its convolutions without transposing in and out.
+// Channels last needs the convolution weights as [Cout, k, k, Cin]
+// (WeightStorage::depth_head_channels_last); the values are the same either
+// way up to the order of float32 sums.
 #pragma once
 
 #include "model/model_config.h"
@@ -17,12 +25,21 @@
 
 #include <array>
 #include <map>
+#include <string_view>
 
 namespace lingbot {
 
+// Whether the parameter `name` is a weight of one of the depth head's
+// Conv2d layers (not its ConvTranspose2d or 1x1 projections): the tensors
+// that channels-last storage keeps as [Cout, k, k, Cin].
+bool is_depth_head_conv_weight(std::string_view name);
+
 class DepthHead {
  public:
-  DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config);
+  // layout: the feature maps' layout; ChannelsLast needs the weights stored
+  // with WeightStorage::depth_head_channels_last.
+  DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config,
+            MapLayout layout = MapLayout::ChannelsFirst);
 
   // layers: the 4 selected aggregator outputs [S * T, 2E] (float32); the
   // frames' patch grid and image size. Writes the raw two-channel output
@@ -38,6 +55,14 @@ class DepthHead {
   // The head on frames [first, first + count) of the layers; out [count, 2, H, W].
   void forward_frames(Workspace& ws, const std::array<const Tensor*, 4>& layers, int first, int count,
                       int tokens_per_frame, int num_special, int gh, int gw, Tensor& out);
+  // A map's shape [n, c, h, w] in this head's layout, and its height and width.
+  Shape map_shape(int64_t n, int64_t c, int64_t h, int64_t w) const;
+  int64_t map_height(const Tensor& t) const;
+  int64_t map_width(const Tensor& t) const;
+  // The parameter `layer`.weight / .bias as a convolution in this head's
+  // layout: out = act(conv(x) + bias + residual).
+  void conv(const Tensor& x, const std::string& layer, bool bias, int stride, int pad, Tensor& out,
+            const ConvEpilogue& epilogue = {});
   // Residual conv unit: relu(x) -> conv -> relu -> conv, plus relu(x). x is overwritten by relu(x).
   void residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out);
   // RefineNet fusion: (x [+ unit1(skip)]) -> unit2 -> resize to (h, w) -> 1x1 conv.
@@ -48,7 +73,8 @@ class DepthHead {
   Backend& be_;
   const DeviceWeights& w_;
   ModelConfig config_;
-  std::map<std::array<int, 3>, Tensor> pos_embed_;  // (channels, h, w) -> [C, h, w] on device
+  MapLayout layout_;
+  std::map<std::array<int, 3>, Tensor> pos_embed_;  // (channels, h, w) -> [C, h, w] or [h, w, C] on device
   // The full-resolution one by axis (97 MB whole at 378 x 504): (channels,
   // h, w) -> its by_col and by_row tables on device.
   std::map<std::array<int, 3>, AxisEmbedding> pos_embed_axes_;

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "model/checkpoint_check.h"
+#include "model/depth_head.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -38,6 +39,21 @@ Tensor scale_rows(const Tensor& src, const Tensor& gain, const std::string& name
   float* d = out.f32();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) d[r * cols + c] *= g.f32()[r];
+  return out;
+}
+
+// A Conv2d weight [Cout, Cin, k, k] as [Cout, k, k, Cin] (float32, a new
+// tensor): the channels-last convolutions' layout.
+Tensor ohwi_from_oihw(const Tensor& src) {
+  const Tensor w = src.to_dtype(DType::F32);
+  LB_CHECK(w.ndim() == 4, "internal error: a convolution weight {} is not 4-D", w.describe());
+  const int64_t O = w.dim(0), I = w.dim(1), K = w.dim(2) * w.dim(3);
+  Tensor out = Tensor::empty({O, w.dim(2), w.dim(3), I});
+  const float* s = w.f32();
+  float* d = out.f32();
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i)
+      for (int64_t k = 0; k < K; ++k) d[(o * K + k) * I + i] = s[(o * I + i) * K + k];
   return out;
 }
 
@@ -98,7 +114,10 @@ DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const
                         : storage.camera_head_bf16 && camera_head_matrix(e.name, src) ? DType::BF16
                                                                                       : DType::F32;
     const std::string gain = folded_gain(e.name);
-    const Tensor& values = gain.empty() ? src : scale_rows(src, source.tensor(gain), e.name);
+    const bool channels_last = storage.depth_head_channels_last && is_depth_head_conv_weight(e.name);
+    const Tensor& values = !gain.empty()   ? scale_rows(src, source.tensor(gain), e.name)
+                           : channels_last ? ohwi_from_oihw(src)
+                                           : src;
     // The encoder's and aggregator's Linear weights: read only by linear().
     const bool linear_weight = dtype == backend.compute_dtype() && stored_in_compute_dtype(e.name, src) &&
                                src.ndim() == 2 && e.name.ends_with(".weight");
@@ -108,7 +127,7 @@ DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const
     // repacked) or a matrix stored converted or folded, so none keeps its
     // source: a source that made the tensor frees it here, and a mapped
     // checkpoint gives back its pages.
-    const bool converted_matrix = dtype != src.dtype() && e.name.ends_with(".weight");
+    const bool converted_matrix = (dtype != src.dtype() && e.name.ends_with(".weight")) || channels_last;
     const bool keeps_host = gain.empty() && !converted_matrix && !linear_weight;
     const bool aliases_source = dev.data() == src.data();
     device_.emplace(e.name, std::move(dev));

@@ -30,11 +30,14 @@
 
 namespace lingbot {
 
-// Float32 parameters kept in another dtype to save memory.
+// Parameters kept in another dtype (to save memory) or layout than the checkpoint's.
 struct WeightStorage {
   // The camera head's matrices in bfloat16 (option camera_head_weights bf16:
   // ~0.43 GB less on the official model); its products stay float32.
   bool camera_head_bf16 = false;
+  // The depth head's Conv2d weights as [Cout, k, k, Cin] instead of
+  // PyTorch's [Cout, Cin, k, k], for its channels-last maps (model/depth_head.h).
+  bool depth_head_channels_last = false;
 };
 
 class DeviceWeights {

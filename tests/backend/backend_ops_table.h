@@ -634,6 +634,121 @@ inline OpCase resize_bilinear_add_axes_case(const Shape& x, int64_t oh, int64_t 
   return c;
 }
 
+// ---- the channels-last map ops: the naive NCHW reference, permuted ------------
+
+namespace detail {
+
+// [a, b, c, d] -> [a, c, d, b] (NCHW -> NHWC, or OIHW -> OHWI).
+inline Tensor channels_last(const Tensor& t) {
+  const int64_t A = t.dim(0), B = t.dim(1), P = t.dim(2) * t.dim(3);
+  Tensor out = Tensor::empty({A, t.dim(2), t.dim(3), B});
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t p = 0; p < P; ++p) out.f32()[(a * P + p) * B + b] = t.f32()[(a * B + b) * P + p];
+  return out;
+}
+
+}  // namespace detail
+
+// conv2d_nhwc with its epilogue: out = act(conv + b + residual).
+inline OpCase conv2d_nhwc_case(const Conv& p, Activation act = Activation::None, bool residual = false) {
+  OpCase c;
+  c.name = fmt::format("conv2d_nhwc_{}_to{}_k{}s{}p{}{}{}{}", detail::dims(p.x), p.cout, p.k, p.stride, p.pad,
+                       p.bias ? "" : "_nobias", detail::act_name(act), residual ? "_residual" : "");
+  c.storage = Storage::F32;
+  c.bound = {kF32Sum, kTf32};
+  c.run = [=](OpContext& ctx) {
+    const int64_t cin = p.x[1];
+    const float ws = detail::weight_scale(cin * p.k * p.k);
+    const Tensor x = ctx.random(p.x), w = ctx.random({p.cout, cin, p.k, p.k}, -ws, ws), b = ctx.random({p.cout});
+    Tensor ref = detail::channels_last(naive::conv2d(x, w, p.bias ? &b : nullptr, p.stride, p.pad));
+    const Tensor r = ctx.random(ref.shape());
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      float v = ref.f32()[i] + (residual ? r.f32()[i] : 0.0f);
+      ref.f32()[i] = act == Activation::Relu ? std::max(v, 0.0f) : v;
+    }
+    const Tensor db = ctx.device(b), dr = ctx.device(r);
+    Tensor out = ctx.poisoned(ref.shape());
+    ctx.be.conv2d_nhwc(ctx.device(detail::channels_last(x)), ctx.device(detail::channels_last(w)),
+                       p.bias ? &db : nullptr, p.stride, p.pad, out,
+                       {.act = act, .residual = residual ? &dr : nullptr});
+    ctx.expect(out, ref);
+  };
+  return c;
+}
+
+inline OpCase conv_transpose2d_nhwc_case(const Shape& x, int64_t cout, int k, bool bias) {
+  OpCase c;
+  c.name = fmt::format("conv_transpose2d_nhwc_{}_to{}_k{}{}", detail::dims(x), cout, k, bias ? "" : "_nobias");
+  c.storage = Storage::F32;
+  c.bound = {kF32Sum, kTf32};
+  c.run = [=](OpContext& ctx) {
+    const float ws = detail::weight_scale(x[1]);
+    const Tensor hx = ctx.random(x), w = ctx.random({x[1], cout, k, k}, -ws, ws), b = ctx.random({cout});
+    const Tensor ref = detail::channels_last(naive::conv_transpose2d(hx, w, bias ? &b : nullptr, k));
+    const Tensor db = ctx.device(b);
+    Tensor out = ctx.poisoned(ref.shape());
+    ctx.be.conv_transpose2d_nhwc(ctx.device(detail::channels_last(hx)), ctx.device(w), bias ? &db : nullptr, k,
+                                 out);
+    ctx.expect(out, ref);
+  };
+  return c;
+}
+
+// x: [B, C, H, W] as the naive reference takes it; the op sees it channels
+// last. add: none, one [oh, ow, C] map repeated over the batch (the DPT
+// head's position embedding), or a whole output's worth.
+inline OpCase resize_bilinear_nhwc_case(const Shape& x, int64_t oh, int64_t ow, ResizeAdd add = ResizeAdd::None) {
+  static const char* const kNames[] = {"", "_add_map", "_add_full"};
+  OpCase c;
+  c.name = fmt::format("resize_bilinear_nhwc_{}_to{}x{}{}", detail::dims(x), oh, ow, kNames[static_cast<int>(add)]);
+  c.storage = Storage::F32;
+  c.bound = {kF32Resize, kF32OnLowp};
+  c.run = [=](OpContext& ctx) {
+    const Tensor hx = ctx.random(x);
+    const Tensor dx = ctx.device(detail::channels_last(hx));
+    Tensor out = ctx.poisoned({x[0], oh, ow, x[1]});
+    if (add == ResizeAdd::None) {
+      ctx.be.resize_bilinear_nhwc(dx, nullptr, out);
+      ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, nullptr, oh, ow)));
+      return;
+    }
+    // The term channels first for the reference, channels last for the op.
+    const Shape nchw = add == ResizeAdd::Planes ? Shape{1, x[1], oh, ow} : Shape{x[0], x[1], oh, ow};
+    const Tensor ha = ctx.random(nchw);
+    const Tensor ha_last = detail::channels_last(ha);
+    const Tensor da = ctx.device(add == ResizeAdd::Planes ? ha_last.reshape({oh, ow, x[1]}) : ha_last);
+    ctx.be.resize_bilinear_nhwc(dx, &da, out);
+    const Tensor ha_ref = add == ResizeAdd::Planes ? ha.reshape({x[1], oh, ow}) : ha;
+    ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, &ha_ref, oh, ow)));
+  };
+  return c;
+}
+
+inline OpCase resize_bilinear_add_axes_nhwc_case(const Shape& x, int64_t oh, int64_t ow, int64_t col_channels) {
+  OpCase c;
+  c.name = fmt::format("resize_bilinear_add_axes_nhwc_{}_to{}x{}_c{}", detail::dims(x), oh, ow, col_channels);
+  c.storage = Storage::F32;
+  c.bound = {kF32Resize, kF32OnLowp};
+  c.run = [=](OpContext& ctx) {
+    const int64_t C = x[1];
+    const Tensor hx = ctx.random(x);
+    const Tensor by_col = ctx.random({col_channels, ow}, -1, 1, DType::F32);
+    const Tensor by_row = ctx.random({C - col_channels, oh}, -1, 1, DType::F32);
+    Tensor whole = Tensor::empty({C, oh, ow});
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xx = 0; xx < ow; ++xx)
+          whole.f32()[(ch * oh + y) * ow + xx] = ch < col_channels ? by_col.f32()[ch * ow + xx]
+                                                                   : by_row.f32()[(ch - col_channels) * oh + y];
+    Tensor out = ctx.poisoned({x[0], oh, ow, C}, DType::F32);
+    ctx.be.resize_bilinear_add_axes_nhwc(ctx.device(detail::channels_last(hx), DType::F32),
+                                         ctx.device(by_col, DType::F32), ctx.device(by_row, DType::F32), out);
+    ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, &whole, oh, ow)));
+  };
+  return c;
+}
+
 // ---- memory ops: exact on every backend ----------------------------------------
 
 // Values over many binades, both signs, and exact ties of bfloat16 and
@@ -949,6 +1064,25 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(resize_bilinear_add_axes_case({1, 8, 14, 18}, 27, 36, 4));
   t.push_back(resize_bilinear_add_axes_case({2, 5, 4, 6}, 7, 11, 2));
   t.push_back(resize_bilinear_add_axes_case({1, 3, 5, 5}, 9, 9, 0));
+  // Channels last: channel counts of 4k (the GPU's vector path) and others.
+  t.push_back(conv2d_nhwc_case({.x = {2, 3, 7, 5}, .cout = 4, .k = 3, .stride = 2, .pad = 1}));
+  t.push_back(conv2d_nhwc_case({.x = {1, 8, 20, 20}, .cout = 8, .k = 3, .pad = 1}, Activation::Relu));
+  t.push_back(conv2d_nhwc_case({.x = {2, 8, 9, 13}, .cout = 8, .k = 3, .pad = 1}, Activation::None, true));
+  t.push_back(conv2d_nhwc_case({.x = {1, 5, 6, 6}, .cout = 3, .k = 3, .pad = 1}, Activation::Relu, true));
+  t.push_back(conv2d_nhwc_case({.x = {1, 16, 12, 16}, .cout = 2, .k = 1}));
+  t.push_back(conv2d_nhwc_case({.x = {2, 40, 9, 13}, .cout = 24, .k = 3, .pad = 1, .bias = false}));
+  t.push_back(conv_transpose2d_nhwc_case({2, 3, 2, 3}, 5, 3, false));
+  t.push_back(conv_transpose2d_nhwc_case({1, 6, 4, 5}, 8, 4, true));
+  t.push_back(conv_transpose2d_nhwc_case({2, 4, 3, 3}, 4, 2, true));
+  t.push_back(resize_bilinear_nhwc_case({1, 2, 14, 18}, 27, 36));
+  t.push_back(resize_bilinear_nhwc_case({2, 8, 4, 6}, 7, 11));
+  t.push_back(resize_bilinear_nhwc_case({1, 3, 5, 7}, 1, 1));
+  t.push_back(resize_bilinear_nhwc_case({2, 4, 4, 6}, 7, 11, ResizeAdd::Planes));
+  t.push_back(resize_bilinear_nhwc_case({2, 3, 5, 5}, 9, 9, ResizeAdd::Full));
+  t.push_back(resize_bilinear_nhwc_case({2, 16, 27, 36}, 54, 72, ResizeAdd::Planes));
+  t.push_back(resize_bilinear_add_axes_nhwc_case({1, 8, 14, 18}, 27, 36, 4));
+  t.push_back(resize_bilinear_add_axes_nhwc_case({2, 5, 4, 6}, 7, 11, 2));
+  t.push_back(resize_bilinear_add_axes_nhwc_case({1, 4, 5, 5}, 9, 9, 0));
 
   // Memory.
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {

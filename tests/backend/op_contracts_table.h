@@ -822,6 +822,70 @@ inline std::vector<Violation> make_violations() {
     r.out = c.f32({2, 6, 8});
     r.run();
   });
+
+  // ---- the channels-last ops: the same checks on [n, h, w, c] ----
+  // conv2d_nhwc: x[1, 5, 5, 2], w[3, 3, 3, 2], b[3], stride 1, pad 1 -> out[1, 5, 5, 3]
+  struct ConvNhwc {
+    Ctx& c;
+    Tensor x = c.f32({1, 5, 5, 2}), w = c.f32({3, 3, 3, 2}), b = c.f32({3}), out = c.f32({1, 5, 5, 3});
+    ConvEpilogue e;
+    void run() { c.be.conv2d_nhwc(x, w, &b, 1, 1, out, e); }
+  };
+  add("conv2d_nhwc_weight_channels_first", "conv2d_nhwc", "is not [3, k, k, 2]", [](Ctx& c) {
+    ConvNhwc k{c};
+    k.w = c.f32({3, 2, 3, 3});
+    k.run();
+  });
+  add("conv2d_nhwc_out_channels_first", "conv2d_nhwc", "out", [](Ctx& c) {
+    ConvNhwc k{c};
+    k.out = c.f32({1, 3, 5, 5});
+    k.run();
+  });
+  add("conv2d_nhwc_residual_wrong_shape", "conv2d_nhwc", "residual", [](Ctx& c) {
+    ConvNhwc k{c};
+    const Tensor r = c.f32({1, 5, 5, 2});
+    k.e.residual = &r;
+    k.run();
+  });
+  add("conv2d_nhwc_residual_is_out", "conv2d_nhwc", "overlaps", [](Ctx& c) {
+    ConvNhwc k{c};
+    k.e.residual = &k.out;
+    k.run();
+  });
+  add("conv2d_nhwc_residual_float16", "conv2d_nhwc", "residual", [](Ctx& c) {
+    ConvNhwc k{c};
+    const Tensor r = c.t({1, 5, 5, 3}, F16);
+    k.e.residual = &r;
+    k.run();
+  });
+  add("conv2d_nhwc_out_not_4d", "conv2d_nhwc", "NHWC", [](Ctx& c) {
+    ConvNhwc k{c};
+    k.out = c.f32({5, 5, 3});
+    k.run();
+  });
+  // conv_transpose2d_nhwc: x[1, 3, 3, 2], w[2, 4, 2, 2], k 2 -> out[1, 6, 6, 4]
+  add("conv_transpose2d_nhwc_out_wrong_size", "conv_transpose2d_nhwc", "is not [1, 6, 6, 4]", [](Ctx& c) {
+    Tensor out = c.f32({1, 6, 4, 4});
+    c.be.conv_transpose2d_nhwc(c.f32({1, 3, 3, 2}), c.f32({2, 4, 2, 2}), nullptr, 2, out);
+  });
+  add("conv_transpose2d_nhwc_weight_in_channels", "conv_transpose2d_nhwc", "weight", [](Ctx& c) {
+    Tensor out = c.f32({1, 6, 6, 4});
+    c.be.conv_transpose2d_nhwc(c.f32({1, 3, 3, 2}), c.f32({3, 4, 2, 2}), nullptr, 2, out);
+  });
+  // resize_bilinear_nhwc: x[1, 3, 4, 2] -> out[1, 6, 8, 2]
+  add("resize_bilinear_nhwc_channels_differ", "resize_bilinear_nhwc", "channels", [](Ctx& c) {
+    Tensor out = c.f32({1, 6, 8, 3});
+    c.be.resize_bilinear_nhwc(c.f32({1, 3, 4, 2}), nullptr, out);
+  });
+  add("resize_bilinear_nhwc_add_a_plane", "resize_bilinear_nhwc", "[H, W, C] maps", [](Ctx& c) {
+    Tensor out = c.f32({1, 6, 8, 2});
+    const Tensor a = c.f32({6, 8});  // a channels-first plane is not a channels-last map
+    c.be.resize_bilinear_nhwc(c.f32({1, 3, 4, 2}), &a, out);
+  });
+  add("resize_bilinear_add_axes_nhwc_by_col_wrong_width", "resize_bilinear_add_axes_nhwc", "by_col", [](Ctx& c) {
+    Tensor out = c.f32({1, 6, 8, 2});
+    c.be.resize_bilinear_add_axes_nhwc(c.f32({1, 3, 4, 2}), c.f32({1, 6}), c.f32({1, 6}), out);
+  });
   return t;
 }
 
@@ -909,6 +973,11 @@ inline std::vector<Edge> make_edges() {
                  Tensor q = c.t({4, 12}), k = c.t({4, 12}), v = c.t({4, 12});
                  const RopeTable r{c.f32({1, 3}), c.f32({1, 3}), RopeTable::Pairs::Interleaved};
                  c.be.split_qkv(c.t({4, 36}), 2, 6, nullptr, &r, q, k, v);
+               }});
+  t.push_back({"conv2d_nhwc_residual_is_x", [](Ctx& c) {
+                 Tensor x = c.f32({1, 4, 4, 3}), out = c.f32({1, 4, 4, 3});
+                 c.be.conv2d_nhwc(x, c.f32({3, 3, 3, 3}), nullptr, 1, 1, out,
+                                  {.act = Activation::Relu, .residual = &x});
                }});
   t.push_back({"conv2d_kernel_fills_the_padded_input", [](Ctx& c) {
                  Tensor out = c.f32({1, 3, 1, 1});

@@ -92,6 +92,20 @@ class ContractOnlyBackend final : public Backend {
   void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) override {
     oc::check_resize_bilinear_add_axes(target(), x, by_col, by_row, out);
   }
+  void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
+                   const ConvEpilogue& e) override {
+    oc::check_conv2d(target(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, e.residual);
+  }
+  void conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override {
+    oc::check_conv_transpose2d(target(), x, w, b, k, out, MapLayout::ChannelsLast);
+  }
+  void resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) override {
+    oc::check_resize_bilinear(target(), x, add, out, MapLayout::ChannelsLast);
+  }
+  void resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                     Tensor& out) override {
+    oc::check_resize_bilinear_add_axes(target(), x, by_col, by_row, out, MapLayout::ChannelsLast);
+  }
 
  private:
   oc::Target target() const { return oc::Target::of(*this); }

@@ -184,6 +184,42 @@ TEST(ParityIsa, EveryKernelBuildMatchesUpstream) {
   }
 }
 
+// The depth head with channels-last maps (StreamOptions::depth_head_layout,
+// the GPU's default) on the CPU backend, against upstream: the default
+// variant, whose depth, confidence and world points go through the head.
+// The layout changes only the order of float32 sums, so it must meet the
+// same bar, and agree with the channels-first run to float32 rounding.
+TEST(ParityDepthHeadLayout, ChannelsLastMatchesUpstreamAndChannelsFirst) {
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  nlohmann::json variant;
+  for (const auto& v : manifest["variants"])
+    if (v["name"] == "default") variant = v;
+  ASSERT_FALSE(variant.is_null());
+  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  const std::vector<Tensor> frames = test::small_model_frames();
+  const Reference ref{io::load_state_dict(fixture(variant["file"]))};
+  const int H = manifest["height"], W = manifest["width"];
+  std::map<std::string, Tensor> by_layout[2];
+  for (const auto layout : {StreamOptions::MapsLayout::ChannelsFirst, StreamOptions::MapsLayout::ChannelsLast}) {
+    auto backend = make_cpu_backend(0);
+    StreamOptions options =
+        test::variant_options(config, variant, manifest["num_scale_frames"], kv::Layout::Paged);
+    options.depth_head_layout = layout;
+    StreamingModel model(*backend, weights, config, options);
+    const StreamRun run{test::stream_all(model, frames)};
+    const bool last = layout == StreamOptions::MapsLayout::ChannelsLast;
+    by_layout[last ? 1 : 0] = outputs_of(run, variant, H, W);
+  }
+  for (const auto& [output, ours] : by_layout[1]) {
+    const double err = test::relative_error(ours, ref.get(output));
+    EXPECT_LT(err, kTolerance) << "channels last: " << output << " relative error " << err;
+    const double apart = test::relative_error(ours, by_layout[0].at(output));
+    EXPECT_LT(apart, kLayoutTolerance) << "channels last vs first: " << output << " " << apart;
+    std::printf("  channels last %-16s vs upstream %.3g, vs channels first %.3g\n", output.c_str(), err, apart);
+  }
+}
+
 // The test can fail: the five variants' reference outputs differ from one
 // another by far more than the tolerance, so a cache that got one flag
 // wrong would not pass as another.

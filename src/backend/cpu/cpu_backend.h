@@ -100,6 +100,13 @@ class CpuBackend final : public Backend {
   void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override;
   using Backend::resize_bilinear;
   void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) override;
+  void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
+                   const ConvEpilogue& epilogue) override;
+  using Backend::conv2d_nhwc;
+  void conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
+  void resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) override;
+  void resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                     Tensor& out) override;
 
  private:
   // What the shared contract checks (op_contracts.h) hold this backend's calls to.

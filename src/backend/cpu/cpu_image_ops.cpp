@@ -1,6 +1,7 @@
-// CPU ops on images and NCHW feature maps: patch extraction, layout changes,
-// convolutions (oneDNN's primitives: onednn_conv.h; the transposed one as a
-// matrix product and a scatter) and bilinear resizing.
+// CPU ops on images and feature maps (NCHW, and the NHWC variants): patch
+// extraction, layout changes, convolutions (oneDNN's primitives:
+// onednn_conv.h; the transposed one as a matrix product and a scatter) and
+// bilinear resizing.
 #include "backend/cpu/bf16_convert.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
@@ -151,6 +152,128 @@ void CpuBackend::resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col,
       }
     }
   }
+}
+
+// ---- channels last ----------------------------------------------------------
+
+void CpuBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
+                             const ConvEpilogue& epilogue) {
+  const contracts::ConvDims d = contracts::check_conv2d(contract(), x, w, b, stride, pad, out,
+                                                        MapLayout::ChannelsLast, epilogue.residual);
+  ConvShape shape{d.in.n, d.in.c, d.in.h, d.in.w, d.out.c, d.kernel, stride, pad};
+  shape.channels_last = true;
+  convolutions_->run(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, out.f32());
+  LB_CHECK(epilogue.act == Activation::None || epilogue.act == Activation::Relu,
+           "conv2d_nhwc: only a ReLU epilogue is implemented");
+  if (epilogue.residual == nullptr && epilogue.act == Activation::None) return;
+  const int64_t n = out.numel();
+  float* o = out.f32();
+  const float* r = epilogue.residual ? epilogue.residual->f32() : nullptr;
+  const bool relu = epilogue.act == Activation::Relu;
+#pragma omp parallel for simd schedule(static) if (parallel_worth(n))
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = r ? o[i] + r[i] : o[i];
+    o[i] = relu ? std::max(v, 0.0f) : v;
+  }
+}
+
+void CpuBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
+  const contracts::ConvDims d = contracts::check_conv_transpose2d(contract(), x, w, b, k, out, MapLayout::ChannelsLast);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  // Each input pixel p (a row of x) gives a k x k block of output pixels:
+  //   y[p, (co, ky, kx)] = sum_ci x[p, ci] w[ci, (co, ky, kx)]
+  // one matrix product over all pixels of all batches, then a scatter.
+  const int64_t pixels = in.n * in.h * in.w, okk = o.c * k * k;
+  std::vector<float> y(static_cast<size_t>(pixels * okk));
+  gemm_ab(pixels, okk, in.c, x.f32(), in.c, w.f32(), okk, y.data(), okk);
+  const float* bias = b ? b->f32() : nullptr;
+  float* dst = out.f32();
+#pragma omp parallel for schedule(static) if (parallel_worth(pixels * okk))
+  for (int64_t p = 0; p < pixels; ++p) {
+    const int64_t n = p / (in.h * in.w), iy = (p / in.w) % in.h, ix = p % in.w;
+    const float* yp = y.data() + p * okk;
+    for (int64_t ky = 0; ky < k; ++ky)
+      for (int64_t kx = 0; kx < k; ++kx) {
+        float* px = dst + ((n * o.h + iy * k + ky) * o.w + ix * k + kx) * o.c;
+        for (int64_t co = 0; co < o.c; ++co) px[co] = yp[(co * k + ky) * k + kx] + (bias ? bias[co] : 0.0f);
+      }
+  }
+}
+
+namespace {
+
+// align_corners=True source coordinates, in float like PyTorch's kernel:
+// the two neighbours and the weight of the second, per output index.
+struct Taps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> frac;
+  Taps(int64_t in, int64_t out) : i0(static_cast<size_t>(out)), i1(static_cast<size_t>(out)), frac(static_cast<size_t>(out)) {
+    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+    for (int64_t o = 0; o < out; ++o) {
+      const float src = scale * static_cast<float>(o);
+      const int64_t a = std::min<int64_t>(static_cast<int64_t>(src), in - 1);
+      i0[static_cast<size_t>(o)] = a;
+      i1[static_cast<size_t>(o)] = std::min<int64_t>(a + 1, in - 1);
+      frac[static_cast<size_t>(o)] = src - static_cast<float>(a);
+    }
+  }
+};
+
+// Bilinear resize of [N, H, W, C] maps; term(n, oy, ox, c) is added to each
+// output element (after the interpolation, as one more addition).
+template <typename Term>
+void resize_nhwc(const contracts::Nchw& in, const contracts::Nchw& o, const float* src, float* dst, Term term) {
+  const Taps ty(in.h, o.h), tx(in.w, o.w);
+  const int64_t C = o.c;
+#pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(o.n * o.c * o.h * o.w))
+  for (int64_t n = 0; n < o.n; ++n) {
+    for (int64_t oy = 0; oy < o.h; ++oy) {
+      const size_t yi = static_cast<size_t>(oy);
+      const float ly = ty.frac[yi], hy = 1.0f - ly;
+      const float* r0 = src + (n * in.h + ty.i0[yi]) * in.w * C;
+      const float* r1 = src + (n * in.h + ty.i1[yi]) * in.w * C;
+      for (int64_t ox = 0; ox < o.w; ++ox) {
+        const size_t xi = static_cast<size_t>(ox);
+        const float lx = tx.frac[xi], hx = 1.0f - lx;
+        const float *a0 = r0 + tx.i0[xi] * C, *a1 = r0 + tx.i1[xi] * C;
+        const float *b0 = r1 + tx.i0[xi] * C, *b1 = r1 + tx.i1[xi] * C;
+        float* d = dst + ((n * o.h + oy) * o.w + ox) * C;
+        for (int64_t c = 0; c < C; ++c)
+          d[c] = hy * (hx * a0[c] + lx * a1[c]) + ly * (hx * b0[c] + lx * b1[c]) + term(n, oy, ox, c);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) {
+  const contracts::MapDims d = contracts::check_resize_bilinear(contract(), x, add, out, MapLayout::ChannelsLast);
+  const contracts::Nchw& o = d.out;
+  if (add == nullptr) {
+    resize_nhwc(d.in, o, x.f32(), out.f32(), [](int64_t, int64_t, int64_t, int64_t) { return 0.0f; });
+    return;
+  }
+  // The added term: whole [H, W, C] maps, repeating over the batches.
+  const float* a = add->f32();
+  const int64_t maps = add->numel() / (o.h * o.w * o.c);
+  resize_nhwc(d.in, o, x.f32(), out.f32(), [a, maps, &o](int64_t n, int64_t oy, int64_t ox, int64_t c) {
+    return a[(((n % maps) * o.h + oy) * o.w + ox) * o.c + c];
+  });
+}
+
+void CpuBackend::resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                               Tensor& out) {
+  const contracts::MapDims d =
+      contracts::check_resize_bilinear_add_axes(contract(), x, by_col, by_row, out, MapLayout::ChannelsLast);
+  const contracts::Nchw& o = d.out;
+  const int64_t cc = by_col.dim(0);
+  const float* cols = by_col.f32();
+  const float* rows = by_row.f32();
+  resize_nhwc(d.in, o, x.f32(), out.f32(), [=, &o](int64_t, int64_t oy, int64_t ox, int64_t c) {
+    return c < cc ? cols[c * o.w + ox] : rows[(c - cc) * o.h + oy];
+  });
 }
 
 }  // namespace lingbot::cpu

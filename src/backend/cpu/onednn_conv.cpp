@@ -16,7 +16,7 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 
 // What a primitive depends on: the shape and whether there is a bias.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool, bool>;
 
 struct Prepared {
   dnnl::convolution_forward::primitive_desc pd;
@@ -36,7 +36,7 @@ struct OnednnConvolutions::State {
   std::vector<float> src_buffer, dst_buffer;  // activations in the primitive's layouts
 
   Prepared& prepare(const ConvShape& s, bool has_bias) {
-    const Key key{s.n, s.c_in, s.h, s.w, s.c_out, s.kernel, s.stride, s.pad, has_bias};
+    const Key key{s.n, s.c_in, s.h, s.w, s.c_out, s.kernel, s.stride, s.pad, has_bias, s.channels_last};
     auto it = prepared.find(key);
     if (it != prepared.end()) return it->second;
     const memory::dims src_dims{s.n, s.c_in, s.h, s.w}, dst_dims{s.n, s.c_out, s.out_h(), s.out_w()};
@@ -55,8 +55,9 @@ struct OnednnConvolutions::State {
     Prepared p{dnnl::convolution_forward::primitive_desc(d, engine), {}, {}, false, false};
     p.conv = dnnl::convolution_forward(p.pd);
     p.weights = memory(p.pd.weights_desc(), engine);
-    p.reorder_src = p.pd.src_desc() != memory::desc(src_dims, f32, Tag::nchw);
-    p.reorder_dst = p.pd.dst_desc() != memory::desc(dst_dims, f32, Tag::nchw);
+    const Tag maps = s.channels_last ? Tag::nhwc : Tag::nchw;
+    p.reorder_src = p.pd.src_desc() != memory::desc(src_dims, f32, maps);
+    p.reorder_dst = p.pd.dst_desc() != memory::desc(dst_dims, f32, maps);
     return prepared.emplace(key, std::move(p)).first->second;
   }
 };
@@ -72,10 +73,12 @@ void OnednnConvolutions::run(const ConvShape& s, const float* x, const float* w,
     // The weights are reordered on every call (their bytes, a few MB at most,
     // against the convolution's GFLOPs): a cache keyed by their address
     // would go stale when a freed tensor's memory is reused.
-    memory w_user({{s.c_out, s.c_in, s.kernel, s.kernel}, f32, Tag::oihw}, st.engine, const_cast<float*>(w));
+    const Tag maps = s.channels_last ? Tag::nhwc : Tag::nchw;
+    memory w_user({{s.c_out, s.c_in, s.kernel, s.kernel}, f32, s.channels_last ? Tag::ohwi : Tag::oihw}, st.engine,
+                  const_cast<float*>(w));
     dnnl::reorder(w_user, p.weights).execute(st.stream, w_user, p.weights);
-    memory x_user({{s.n, s.c_in, s.h, s.w}, f32, Tag::nchw}, st.engine, const_cast<float*>(x));
-    memory out_user({{s.n, s.c_out, s.out_h(), s.out_w()}, f32, Tag::nchw}, st.engine, out);
+    memory x_user({{s.n, s.c_in, s.h, s.w}, f32, maps}, st.engine, const_cast<float*>(x));
+    memory out_user({{s.n, s.c_out, s.out_h(), s.out_w()}, f32, maps}, st.engine, out);
     memory src = x_user, dst = out_user;
     if (p.reorder_src) {
       // Blocked layouts pad channels up to the block: size from the descriptor.

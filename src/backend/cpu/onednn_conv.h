@@ -17,9 +17,10 @@
 namespace lingbot::cpu {
 
 struct ConvShape {
-  int64_t n, c_in, h, w;  // input, NCHW
-  int64_t c_out, kernel;  // weights [c_out][c_in][kernel][kernel]
+  int64_t n, c_in, h, w;  // input: [n][c_in][h][w], or [n][h][w][c_in] channels last
+  int64_t c_out, kernel;  // weights [c_out][c_in][kernel][kernel], or [c_out][kernel][kernel][c_in]
   int stride, pad;        // the same in both directions
+  bool channels_last = false;  // NHWC activations and OHWI weights (else NCHW and OIHW)
   int64_t out_h() const { return (h + 2 * pad - kernel) / stride + 1; }
   int64_t out_w() const { return (w + 2 * pad - kernel) / stride + 1; }
 };
@@ -35,7 +36,7 @@ class OnednnConvolutions {
   OnednnConvolutions& operator=(const OnednnConvolutions&) = delete;
 
   // out[n][c_out][out_h][out_w] = conv(x, w) + bias (bias may be null);
-  // x, w [c_out][c_in][k][k] and out in NCHW, out apart from x.
+  // x, w and out in the shape's layouts, out apart from x.
   void run(const ConvShape& shape, const float* x, const float* w, const float* bias, float* out);
 
  private:

@@ -62,6 +62,9 @@ struct ConvPlan {
 }  // namespace
 
 std::string ConvShape::describe() const {
+  if (channels_last)
+    return fmt::format("NHWC [{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {})", batches, height, width,
+                       in_channels, out_channels, kernel, kernel, in_channels, stride, pad);
   return fmt::format("[{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {})", batches, in_channels, height, width,
                      out_channels, in_channels, kernel, kernel, stride, pad);
 }
@@ -96,9 +99,11 @@ struct Conv::Impl {
     LB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
     LB_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
     LB_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
-    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(s.batches, s),
+    // The dims are given as (n, c, h, w) either way; the format says how they lie in memory.
+    const cudnnTensorFormat_t format = s.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, format, CUDNN_DATA_FLOAT, to_int(s.batches, s),
                                               to_int(s.in_channels, s), to_int(s.height, s), to_int(s.width, s)));
-    LB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(s.out_channels, s),
+    LB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, CUDNN_DATA_FLOAT, format, to_int(s.out_channels, s),
                                               to_int(s.in_channels, s), to_int(s.kernel, s), to_int(s.kernel, s)));
     const int pad = to_int(s.pad, s), stride = to_int(s.stride, s);
     LB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
@@ -108,7 +113,7 @@ struct Conv::Impl {
     int n = 0, c = 0, oh = 0, ow = 0;
     LB_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &c, &oh, &ow));
     LB_ASSERT(n == s.batches && c == s.out_channels && oh == s.out_height() && ow == s.out_width());
-    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, oh, ow));
+    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, format, CUDNN_DATA_FLOAT, n, c, oh, ow));
 
     // Candidates best first. A candidate may name a math type other than the
     // descriptor's (see cuDNN's notes on cudnnGet); it is used with that math

@@ -1,4 +1,8 @@
-// 2-D convolutions of the DPT head through cuDNN (float32 NCHW).
+// 2-D convolutions of the DPT head through cuDNN (float32, NCHW or NHWC).
+//
+// Channels last (NHWC maps, KRSC weights) is the layout cuDNN's tensor-core
+// kernels read and write natively; NCHW makes it transpose the input and
+// the output of each convolution in kernels of their own.
 //
 // Descriptors and the algorithm are chosen once per shape with cuDNN's
 // heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no trial runs, so the
@@ -23,6 +27,7 @@ namespace lingbot::cuda {
 struct ConvShape {
   int64_t batches = 0, in_channels = 0, height = 0, width = 0;
   int64_t out_channels = 0, kernel = 0, stride = 1, pad = 0;
+  bool channels_last = false;  // x [n, h, w, c], w [k, r, s, c], y [n, oh, ow, k]; else NCHW and KCRS
   int64_t out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
   int64_t out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
   std::string describe() const;
@@ -37,7 +42,8 @@ class Conv {
   Conv& operator=(const Conv&) = delete;
 
   // y[n, cout, oh, ow] = sum over (ci, ky, kx) of w[cout, ci, ky, kx] *
-  // x[n, ci, oy*stride - pad + ky, ox*stride - pad + kx] (zero outside), no bias.
+  // x[n, ci, oy*stride - pad + ky, ox*stride - pad + kx] (zero outside), no
+  // bias; each tensor in the shape's layout.
   void forward(const ConvShape& shape, const float* x, const float* w, float* y);
   size_t plan_count() const;
   // Frees the workspace (grown to the largest convolution so far, e.g. a

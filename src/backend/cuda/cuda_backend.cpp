@@ -721,4 +721,88 @@ void CudaBackend::resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col
   after_op(op);
 }
 
+// ---- channels last ----------------------------------------------------------
+
+void CudaBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
+                              const ConvEpilogue& epilogue) {
+  const char* op = "conv2d_nhwc";
+  const contracts::ConvDims d =
+      contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue.residual);
+  LB_CHECK(epilogue.act == Activation::None || epilogue.act == Activation::Relu,
+           "conv2d_nhwc: only a ReLU epilogue is implemented");
+  ConvShape s;
+  s.batches = d.in.n;
+  s.in_channels = d.in.c;
+  s.height = d.in.h;
+  s.width = d.in.w;
+  s.out_channels = d.out.c;
+  s.kernel = d.kernel;
+  s.stride = stride;
+  s.pad = pad;
+  s.channels_last = true;
+  lane_->conv->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
+  kernels::conv_epilogue_nhwc(out.data_as<float>(), f32_or_null(b), f32_or_null(epilogue.residual),
+                              epilogue.act == Activation::Relu, d.out.n * d.out.h * d.out.w, d.out.c, lane_->stream);
+  after_op(op);
+}
+
+void CudaBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
+  const char* op = "conv_transpose2d_nhwc";
+  const contracts::ConvDims d = contracts::check_conv_transpose2d(contract(), x, w, b, k, out, MapLayout::ChannelsLast);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  // Kernel == stride: each input pixel (a row of x) gives a k x k block of
+  // output pixels, y[p, (co, ky, kx)] = sum_ci x[p, ci] w[ci, (co, ky, kx)]:
+  // one matrix product over every pixel of every batch, then a scatter that
+  // adds the bias. Column-major: y^T (okk x P) = w^T (w stored as is: okk x
+  // Cin) * x^T (x stored as is: Cin x P).
+  const int64_t pixels = in.n * in.h * in.w, okk = o.c * k * k;
+  MatmulShape s;
+  s.transpose_a = false;
+  s.transpose_b = false;
+  s.m = okk;
+  s.n = pixels;
+  s.k = in.c;
+  s.lda = okk;
+  s.ldb = in.c;
+  s.ldd = okk;
+  s.ab_type = DType::F32;
+  s.d_type = DType::F32;
+  float* y = lane_->scratch->get_as<float>(okk * pixels);
+  lane_->gemm->matmul(s, w.data(), x.data(), nullptr, y);
+  kernels::scatter_transposed_conv_nhwc(y, f32_or_null(b), out.data_as<float>(), in.n, o.c, in.h, in.w, k,
+                                        lane_->stream);
+  after_op(op);
+}
+
+void CudaBackend::resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) {
+  const char* op = "resize_bilinear_nhwc";
+  const contracts::MapDims d = contracts::check_resize_bilinear(contract(), x, add, out, MapLayout::ChannelsLast);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  LB_CHECK(o.w * o.c <= std::numeric_limits<int>::max() && in.w * in.c <= std::numeric_limits<int>::max(),
+           "resize_bilinear_nhwc: rows of {} -> {} pixels of {} channels are wider than the kernel indexes", in.w,
+           o.w, o.c);
+  const int64_t add_maps = add != nullptr ? add->numel() / (o.h * o.w * o.c) : 0;
+  kernels::resize_bilinear_nhwc(x.data_as<const float>(), f32_or_null(add), add_maps, out.data_as<float>(), o.n, o.c,
+                                in.h, in.w, o.h, o.w, lane_->stream);
+  after_op(op);
+}
+
+void CudaBackend::resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                                Tensor& out) {
+  const char* op = "resize_bilinear_add_axes_nhwc";
+  const contracts::MapDims d =
+      contracts::check_resize_bilinear_add_axes(contract(), x, by_col, by_row, out, MapLayout::ChannelsLast);
+  const contracts::Nchw& in = d.in;
+  const contracts::Nchw& o = d.out;
+  LB_CHECK(o.w * o.c <= std::numeric_limits<int>::max() && in.w * in.c <= std::numeric_limits<int>::max(),
+           "resize_bilinear_add_axes_nhwc: rows of {} -> {} pixels of {} channels are wider than the kernel indexes",
+           in.w, o.w, o.c);
+  const kernels::AxisTerm axes{by_col.data_as<const float>(), by_row.data_as<const float>(), by_col.dim(0), o.c};
+  kernels::resize_bilinear_nhwc(x.data_as<const float>(), nullptr, 0, out.data_as<float>(), o.n, o.c, in.h, in.w, o.h,
+                                o.w, lane_->stream, axes);
+  after_op(op);
+}
+
 }  // namespace lingbot::cuda

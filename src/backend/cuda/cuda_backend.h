@@ -86,6 +86,8 @@ class CudaBackend final : public Backend {
   // of step directly once before recording it).
   void release_scratch() override;
   DType compute_dtype() const override { return DType::BF16; }
+  // cuDNN's tensor-core convolutions read and write NHWC natively.
+  MapLayout preferred_map_layout() const override { return MapLayout::ChannelsLast; }
   size_t device_memory_in_use() const override;
 
   // CUDA graphs: capture on the backend's stream (thread-local mode), replay
@@ -128,6 +130,13 @@ class CudaBackend final : public Backend {
   void resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out) override;
   using Backend::resize_bilinear;
   void resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col, const Tensor& by_row, Tensor& out) override;
+  void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
+                   const ConvEpilogue& epilogue) override;
+  using Backend::conv2d_nhwc;
+  void conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override;
+  void resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) override;
+  void resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by_col, const Tensor& by_row,
+                                     Tensor& out) override;
 
   // ---- beyond the Backend interface (graph capture, tests, benchmarks) ----
   cudaStream_t stream() const { return main_.stream; }  // the main stream

@@ -1,11 +1,13 @@
 // Image and feature-map kernels: patch extraction, the scatter step of the
-// DPT head's transposed convolutions and bilinear resizing. Every output
+// DPT head's transposed convolutions, bilinear resizing, and the
+// channels-last (NHWC) variants with the convolutions' epilogue. Every output
 // element is written once by one thread, and neighbouring threads write
 // neighbouring elements (coalesced).
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace lingbot::cuda::kernels {
 
@@ -95,6 +97,128 @@ __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float*
   }
 }
 
+// ---- channels last ----------------------------------------------------------
+
+// V consecutive floats, as one vector access where V is 4 (the caller checks
+// the alignment).
+template <int V>
+struct Floats {
+  float v[V];
+  __device__ __forceinline__ static Floats load(const float* p) {
+    Floats f;
+    if constexpr (V == 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p);
+      f.v[0] = q.x, f.v[1] = q.y, f.v[2] = q.z, f.v[3] = q.w;
+    } else {
+#pragma unroll
+      for (int t = 0; t < V; ++t) f.v[t] = p[t];
+    }
+    return f;
+  }
+  __device__ __forceinline__ void store(float* p) const {
+    if constexpr (V == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else {
+#pragma unroll
+      for (int t = 0; t < V; ++t) p[t] = v[t];
+    }
+  }
+};
+
+// out[p, c] = act(out[p, c] + bias[c] + residual[p, c]) over [pixels,
+// channels], V elements per thread (V divides channels); bias and residual
+// may be null. The sums in the order of separate bias and add passes.
+template <int V>
+__global__ void conv_epilogue_nhwc_kernel(float* __restrict__ out, const float* __restrict__ bias,
+                                          const float* __restrict__ residual, bool relu_out, int64_t n,
+                                          int64_t channels) {
+  const int64_t step = int64_t{gridDim.x} * blockDim.x * V;
+  for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * V; i < n; i += step) {
+    Floats<V> v = Floats<V>::load(out + i);
+    if (bias != nullptr) {
+      const Floats<V> b = Floats<V>::load(bias + i % channels);
+#pragma unroll
+      for (int t = 0; t < V; ++t) v.v[t] += b.v[t];
+    }
+    if (residual != nullptr) {
+      const Floats<V> r = Floats<V>::load(residual + i);
+#pragma unroll
+      for (int t = 0; t < V; ++t) v.v[t] += r.v[t];
+    }
+    if (relu_out) {
+#pragma unroll
+      for (int t = 0; t < V; ++t) v.v[t] = relu(v.v[t]);
+    }
+    v.store(out + i);
+  }
+}
+
+// out[b, oy, ox, co] = y[(b, oy / k, ox / k), (co * k + oy % k) * k + ox % k] + bias[co]:
+// y holds one row of cout * k * k per input pixel.
+__global__ void scatter_transposed_conv_nhwc_kernel(const float* __restrict__ y, const float* __restrict__ bias,
+                                                    float* __restrict__ out, int64_t n, int64_t cout, int64_t h,
+                                                    int64_t w, int k) {
+  const int64_t oh = h * k, ow = w * k;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t co = o % cout, pixel = o / cout;
+    const int64_t ox = pixel % ow, oy = (pixel / ow) % oh, b = pixel / (ow * oh);
+    const int64_t in_pixel = (b * h + oy / k) * w + ox / k;
+    const float v = y[in_pixel * cout * k * k + (co * k + oy % k) * k + ox % k];
+    out[o] = bias ? v + bias[co] : v;
+  }
+}
+
+// resize_bilinear_kernel's arithmetic on [N, H, W, C] maps: one block per
+// output row (n, oy), threads along the row's (ox, c) elements, V channels
+// each (V divides C). add: whole [oh, ow, C] maps, add_maps of them,
+// repeating over n.
+template <int V>
+__global__ void resize_bilinear_nhwc_kernel(const float* __restrict__ x, const float* __restrict__ add,
+                                            int64_t add_maps, AxisTerm axes, float* __restrict__ out, int64_t rows,
+                                            int64_t ih, int64_t iw, int64_t oh, int ow, int channels, float scale_h,
+                                            float scale_w) {
+  const int row_vectors = ow * channels / V;
+  const int last = static_cast<int>(iw - 1);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const int64_t n = row / oh, oy = row - n * oh;
+    const float sy = scale_h * static_cast<float>(oy);
+    const int64_t y0 = min(static_cast<int64_t>(sy), ih - 1);
+    const int64_t y1 = min(y0 + 1, ih - 1);
+    const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
+    const float* r0 = x + (n * ih + y0) * iw * channels;
+    const float* r1 = x + (n * ih + y1) * iw * channels;
+    const float* a = add != nullptr ? add + ((n % add_maps) * oh + oy) * ow * channels : nullptr;
+    float* o = out + row * ow * channels;
+    for (int j = threadIdx.x; j < row_vectors; j += blockDim.x) {
+      const int e = j * V, ox = e / channels, c = e - ox * channels;
+      const float sx = scale_w * static_cast<float>(ox);
+      const int x0 = min(static_cast<int>(sx), last);
+      const int x1 = min(x0 + 1, last);
+      const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
+      const Floats<V> p00 = Floats<V>::load(r0 + x0 * channels + c), p01 = Floats<V>::load(r0 + x1 * channels + c);
+      const Floats<V> p10 = Floats<V>::load(r1 + x0 * channels + c), p11 = Floats<V>::load(r1 + x1 * channels + c);
+      Floats<V> v;
+#pragma unroll
+      for (int t = 0; t < V; ++t)
+        v.v[t] = hy * (hx * p00.v[t] + lx * p01.v[t]) + ly * (hx * p10.v[t] + lx * p11.v[t]);
+      if (a != nullptr) {
+        const Floats<V> term = Floats<V>::load(a + e);
+#pragma unroll
+        for (int t = 0; t < V; ++t) v.v[t] += term.v[t];  // rounded once more, as a separate add pass would
+      } else if (axes.channels > 0) {
+#pragma unroll
+        for (int t = 0; t < V; ++t) {
+          const int64_t ch = c + t;
+          v.v[t] += ch < axes.col_channels ? axes.by_col[ch * ow + ox] : axes.by_row[(ch - axes.col_channels) * oh + oy];
+        }
+      }
+      v.store(o + e);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
 void patchify(const float* images, int64_t batches, int64_t height, int64_t width, int patch, const float mean[3],
@@ -136,6 +260,50 @@ void resize_bilinear(const float* x, const float* add, int64_t add_planes, float
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
   resize_bilinear_kernel<<<blocks, kRowThreads, 0, stream>>>(x, add, add_planes, axes, out, rows, ih, iw, oh, ow,
                                                              scale_h, scale_w);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+void conv_epilogue_nhwc(float* out, const float* bias, const float* residual, bool relu_out, int64_t pixels,
+                       int64_t channels, cudaStream_t stream) {
+  const int64_t n = pixels * channels;
+  if (n == 0 || (bias == nullptr && residual == nullptr && !relu_out)) return;
+  const bool vector = channels % 4 == 0 && aligned16(out) && (bias == nullptr || aligned16(bias)) &&
+                      (residual == nullptr || aligned16(residual));
+  if (vector) {
+    conv_epilogue_nhwc_kernel<4><<<grid_for(n / 4), kThreads, 0, stream>>>(out, bias, residual, relu_out, n, channels);
+  } else {
+    conv_epilogue_nhwc_kernel<1><<<grid_for(n), kThreads, 0, stream>>>(out, bias, residual, relu_out, n, channels);
+  }
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+void scatter_transposed_conv_nhwc(const float* y, const float* bias, float* out, int64_t batches, int64_t cout,
+                                  int64_t h, int64_t w, int k, cudaStream_t stream) {
+  const int64_t n = batches * h * k * w * k * cout;
+  if (n == 0) return;
+  scatter_transposed_conv_nhwc_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, out, n, cout, h, w, k);
+  LB_CUDA_CHECK_LAUNCH();
+}
+
+void resize_bilinear_nhwc(const float* x, const float* add, int64_t add_maps, float* out, int64_t batches,
+                          int64_t channels, int64_t ih, int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream,
+                          const AxisTerm& axes) {
+  const int64_t n = batches * oh * ow * channels;
+  if (n == 0) return;
+  const float scale_h = oh > 1 ? static_cast<float>(ih - 1) / static_cast<float>(oh - 1) : 0.0f;
+  const float scale_w = ow > 1 ? static_cast<float>(iw - 1) / static_cast<float>(ow - 1) : 0.0f;
+  const int64_t rows = batches * oh;
+  constexpr int kRowThreads = 128;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
+  const int c = static_cast<int>(channels), w = static_cast<int>(ow);
+  const bool vector = channels % 4 == 0 && aligned16(x) && aligned16(out) && (add == nullptr || aligned16(add));
+  if (vector) {
+    resize_bilinear_nhwc_kernel<4><<<blocks, kRowThreads, 0, stream>>>(x, add, add_maps, axes, out, rows, ih, iw, oh,
+                                                                       w, c, scale_h, scale_w);
+  } else {
+    resize_bilinear_nhwc_kernel<1><<<blocks, kRowThreads, 0, stream>>>(x, add, add_maps, axes, out, rows, ih, iw, oh,
+                                                                       w, c, scale_h, scale_w);
+  }
   LB_CUDA_CHECK_LAUNCH();
 }
 
