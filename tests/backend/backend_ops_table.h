@@ -1031,6 +1031,9 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(tokens_to_nchw_case(2, 1, 1, 40));
   t.push_back(tokens_to_nchw_case(1, 27, 36, 16));
   t.push_back(tokens_to_nchw_case(2, 4, 3, 5));
+  // More positions than the GPU kernel's grid has rows of tiles (65,535 x 32):
+  // the depth head's two-channel output of a large frame, channels last.
+  t.push_back(tokens_to_nchw_case(1, 1024, 2100, 2));
 
   // Convolutions: strides 1-3, padding 0-2, 1x1 (the pointwise path and a
   // strided 1x1 that is not), kernels 3 and 5, bias or not.

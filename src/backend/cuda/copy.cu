@@ -3,6 +3,8 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
 
+#include <algorithm>
+
 namespace lingbot::cuda::kernels {
 
 namespace {
@@ -36,17 +38,21 @@ template <typename T>
 __global__ void tokens_to_nchw_kernel(const T* tokens, T* maps, int64_t plane, int64_t channels) {
   __shared__ T tile[kTile][kTile + 1];  // +1: no bank conflicts on the transposed read
   const int64_t b = blockIdx.z;
-  const int64_t p0 = int64_t{blockIdx.y} * kTile, c0 = int64_t{blockIdx.x} * kTile;
+  const int64_t c0 = int64_t{blockIdx.x} * kTile;
   const T* src = tokens + b * plane * channels;
   T* dst = maps + b * plane * channels;
-  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
-    const int64_t p = p0 + dy, c = c0 + threadIdx.x;
-    if (p < plane && c < channels) tile[dy][threadIdx.x] = src[p * channels + c];
-  }
-  __syncthreads();
-  for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
-    const int64_t c = c0 + dy, p = p0 + threadIdx.x;
-    if (c < channels && p < plane) dst[c * plane + p] = tile[threadIdx.x][dy];
+  // Tiles of positions stride over the plane (a full-resolution map has more than the grid's 65,535 rows of tiles).
+  for (int64_t p0 = int64_t{blockIdx.y} * kTile; p0 < plane; p0 += int64_t{gridDim.y} * kTile) {
+    for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+      const int64_t p = p0 + dy, c = c0 + threadIdx.x;
+      if (p < plane && c < channels) tile[dy][threadIdx.x] = src[p * channels + c];
+    }
+    __syncthreads();
+    for (int dy = threadIdx.y; dy < kTile; dy += blockDim.y) {
+      const int64_t c = c0 + dy, p = p0 + threadIdx.x;
+      if (c < channels && p < plane) dst[c * plane + p] = tile[threadIdx.x][dy];
+    }
+    __syncthreads();  // the tile is read before the next one is written
   }
 }
 
@@ -76,9 +82,10 @@ void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, i
 void tokens_to_nchw(const void* tokens, void* maps, DType dtype, int64_t batches, int64_t plane, int64_t channels,
                     cudaStream_t stream) {
   if (batches * plane * channels == 0) return;
-  if (batches > 65535 || (plane + kTile - 1) / kTile > 65535)
-    fail_kernel("tokens_to_nchw", "more than 65535 batches or 2 million positions per map");
-  const dim3 grid(static_cast<unsigned>((channels + kTile - 1) / kTile), static_cast<unsigned>((plane + kTile - 1) / kTile),
+  if (batches > 65535 || (channels + kTile - 1) / kTile > 65535)
+    fail_kernel("tokens_to_nchw", "more than 65535 batches or 2 million channels");
+  const int64_t position_tiles = std::min<int64_t>((plane + kTile - 1) / kTile, 65535);
+  const dim3 grid(static_cast<unsigned>((channels + kTile - 1) / kTile), static_cast<unsigned>(position_tiles),
                   static_cast<unsigned>(batches));
   const dim3 block(kTile, 8);
   dispatch_float(dtype, "tokens_to_nchw", [&](auto tag) {

@@ -638,7 +638,7 @@ void CudaBackend::patchify(const Tensor& images, int patch, const std::array<flo
 void CudaBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& maps) {
   const char* op = "tokens_to_nchw";
   const auto [B, hw, C] = contracts::check_tokens_to_nchw(contract(), tokens, h, w, maps);
-  LB_CHECK(B <= 65535 && hw <= 65535 * 32, "tokens_to_nchw: {} maps of {}x{} exceed the kernel's grid", B, h, w);
+  LB_CHECK(B <= 65535 && C <= 65535 * 32, "tokens_to_nchw: {} maps of {} channels exceed the kernel's grid", B, C);
   kernels::tokens_to_nchw(tokens.data(), maps.data(), tokens.dtype(), B, hw, C, lane_->stream);
   after_op(op);
 }
