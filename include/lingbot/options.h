@@ -79,10 +79,10 @@
       "Frames the depth head takes in one pass in the scale phase (0: 4 on a GPU, 1 on the CPU and with "       \
       "memory_profile low). 4 is faster on a GPU than 1 and holds about 1.8 GB more device memory at 378 x "   \
       "504 while the scale phase runs (freed when streaming starts); the results are the same")             \
-  CHOICE(Stream, depth_head_layout, "auto", "auto|nchw|nhwc",                                                  \
-         "Layout of the depth head's feature maps: nchw (channels first, as upstream) or nhwc (channels last: "  \
-         "cuDNN's convolutions need no transposes); auto is nhwc on a GPU and nchw on the CPU. Same results "  \
-         "up to float32 rounding")                                                                             \
+  CHOICE(Stream, depth_head_layout, "nhwc", "nhwc|nchw",                                                       \
+         "Layout of the depth head's feature maps: nhwc (channels last: the convolutions run without layout "   \
+         "transposes, faster on GPU and CPU) or nchw (channels first, as upstream). Same results up to "        \
+         "float32 rounding")                                                                                   \
   INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \
       "Frame width after preprocessing (crop) or its longest side (pad), in pixels")                            \
   CHOICE(Preprocess, preprocess, "crop", "crop|pad",                                                            \

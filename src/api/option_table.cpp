@@ -205,9 +205,8 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
   s.camera_head_weights = o.camera_head_weights == "bf16"   ? StreamOptions::HeadWeights::Bf16
                           : o.camera_head_weights == "fp32" ? StreamOptions::HeadWeights::F32
                                                             : StreamOptions::HeadWeights::Auto;
-  s.depth_head_layout = o.depth_head_layout == "nchw"   ? StreamOptions::MapsLayout::ChannelsFirst
-                        : o.depth_head_layout == "nhwc" ? StreamOptions::MapsLayout::ChannelsLast
-                                                        : StreamOptions::MapsLayout::Auto;
+  s.depth_head_layout =
+      o.depth_head_layout == "nchw" ? StreamOptions::MapsLayout::ChannelsFirst : StreamOptions::MapsLayout::ChannelsLast;
   if (o.camera_iterations) s.camera_iterations = *o.camera_iterations;
   s.cache_layout = o.kv_cache == "dense" ? kv::Layout::Dense : kv::Layout::Paged;
   s.keyframe_interval = o.keyframe_interval;

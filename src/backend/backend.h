@@ -145,8 +145,6 @@ class Backend {
   virtual DType residual_dtype() const { return DType::F32; }
   // The activation dtype of the big transformer stacks on this backend.
   virtual DType compute_dtype() const = 0;
-  // The layout the depth head's feature maps run fastest in here.
-  virtual MapLayout preferred_map_layout() const { return MapLayout::ChannelsFirst; }
 
   // ---- CUDA graphs ---------------------------------------------------------
   // The device work of a frame step, recorded once and replayed: between

@@ -54,12 +54,11 @@ struct StreamOptions {
   // mode), else float32 as upstream.
   enum class HeadWeights { Auto, F32, Bf16 };
   HeadWeights camera_head_weights = HeadWeights::Auto;
-  // The depth head's feature maps (option depth_head_layout): channels first
-  // (NCHW, as upstream) or last (NHWC); Auto is the backend's preference
-  // (Backend::preferred_map_layout: last on a GPU, first on the CPU). The
-  // values are the same up to the order of float32 sums.
-  enum class MapsLayout { Auto, ChannelsFirst, ChannelsLast };
-  MapsLayout depth_head_layout = MapsLayout::Auto;
+  // The depth head's feature maps (option depth_head_layout): channels last
+  // (NHWC, faster on both backends) or first (NCHW, as upstream). The values
+  // are the same up to the order of float32 sums.
+  enum class MapsLayout { ChannelsLast, ChannelsFirst };
+  MapsLayout depth_head_layout = MapsLayout::ChannelsLast;
 
   // Windowed mode (upstream inference_windowed): windows of the video, each
   // a fresh stream with its own scale phase, aligned into the first one's

@@ -24,12 +24,9 @@ namespace lingbot {
 
 namespace {
 
-// The depth head's map layout: the option, or the backend's preference.
-MapLayout depth_head_layout_for(const Backend& be, const StreamOptions& o) {
-  using L = StreamOptions::MapsLayout;
-  return o.depth_head_layout == L::ChannelsFirst  ? MapLayout::ChannelsFirst
-         : o.depth_head_layout == L::ChannelsLast ? MapLayout::ChannelsLast
-                                                  : be.preferred_map_layout();
+MapLayout depth_head_layout_for(const StreamOptions& o) {
+  return o.depth_head_layout == StreamOptions::MapsLayout::ChannelsFirst ? MapLayout::ChannelsFirst
+                                                                          : MapLayout::ChannelsLast;
 }
 
 // Which parameters are kept in bfloat16 beyond the compute dtype's, and the
@@ -39,7 +36,7 @@ WeightStorage weight_storage_for(const Backend& be, const StreamOptions& o) {
   const bool cpu_bf16 = be.device() == Device::CPU && be.compute_dtype() == DType::BF16;
   return {.camera_head_bf16 = o.camera_head_weights == H::Bf16 ||
                               (o.camera_head_weights == H::Auto && (o.low_memory || cpu_bf16)),
-          .depth_head_channels_last = depth_head_layout_for(be, o) == MapLayout::ChannelsLast};
+          .depth_head_channels_last = depth_head_layout_for(o) == MapLayout::ChannelsLast};
 }
 
 // The aggregator's page pool grows in small steps, so that it holds few pages
@@ -117,7 +114,7 @@ StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, co
   aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout,
                                              cache_config_for(backend, options.cache), options.num_scale_frames);
   camera_ = std::make_unique<CameraHead>(backend, *weights_, config, options.camera_iterations);
-  depth_ = std::make_unique<DepthHead>(backend, *weights_, config, depth_head_layout_for(backend, options));
+  depth_ = std::make_unique<DepthHead>(backend, *weights_, config, depth_head_layout_for(options));
   graphs_ = std::make_unique<StepGraphs<StepOutputs>>(backend);
 }
 

@@ -185,7 +185,7 @@ TEST(ParityIsa, EveryKernelBuildMatchesUpstream) {
 }
 
 // The depth head with channels-last maps (StreamOptions::depth_head_layout,
-// the GPU's default) on the CPU backend, against upstream: the default
+// the default) and with upstream's channels-first ones, against upstream: the default
 // variant, whose depth, confidence and world points go through the head.
 // The layout changes only the order of float32 sums, so it must meet the
 // same bar, and agree with the channels-first run to float32 rounding.

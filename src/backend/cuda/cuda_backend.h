@@ -86,8 +86,6 @@ class CudaBackend final : public Backend {
   // of step directly once before recording it).
   void release_scratch() override;
   DType compute_dtype() const override { return DType::BF16; }
-  // cuDNN's tensor-core convolutions read and write NHWC natively.
-  MapLayout preferred_map_layout() const override { return MapLayout::ChannelsLast; }
   size_t device_memory_in_use() const override;
 
   // CUDA graphs: capture on the backend's stream (thread-local mode), replay
