@@ -217,6 +217,7 @@ inline const char* dtype_label(DType t) {
 // [-1, 1], so that a bias is as large as the product and a lost one shows.
 inline float weight_scale(int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); }
 
+
 }  // namespace detail
 
 inline OpCase linear_case(int64_t n, int64_t k, int64_t m, bool bias, Activation act,
@@ -603,6 +604,27 @@ inline OpCase resize_bilinear_case(const Shape& x, int64_t oh, int64_t ow, Resiz
   return c;
 }
 
+namespace detail {
+
+// A resize_bilinear_add_axes case's inputs: x [B, C, H, W], the term by axis
+// (by_col [Cc, ow] for the first Cc channels, by_row [C - Cc, oh] for the
+// rest) and the same term whole, [C, oh, ow].
+struct AxisCase {
+  Tensor x, by_col, by_row, whole;
+};
+inline AxisCase axis_case(OpContext& ctx, const Shape& x, int64_t oh, int64_t ow, int64_t col_channels) {
+  AxisCase a{ctx.random(x), ctx.random({col_channels, ow}, -1, 1, DType::F32),
+             ctx.random({x[1] - col_channels, oh}, -1, 1, DType::F32), Tensor::empty({x[1], oh, ow})};
+  for (int64_t ch = 0; ch < x[1]; ++ch)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t xx = 0; xx < ow; ++xx)
+        a.whole.f32()[(ch * oh + y) * ow + xx] = ch < col_channels ? a.by_col.f32()[ch * ow + xx]
+                                                                   : a.by_row.f32()[(ch - col_channels) * oh + y];
+  return a;
+}
+
+}  // namespace detail
+
 // resize_bilinear_add_axes: the term given by axis (by_col for the first
 // `col_channels` channels, by_row for the rest) must give exactly what the
 // same backend gives with the whole term as `add` (the DPT head relies on
@@ -614,15 +636,7 @@ inline OpCase resize_bilinear_add_axes_case(const Shape& x, int64_t oh, int64_t 
   c.bound = {kF32Resize, kF32OnLowp};
   c.run = [=](OpContext& ctx) {
     const int64_t C = x[1];
-    const Tensor hx = ctx.random(x);
-    const Tensor by_col = ctx.random({col_channels, ow}, -1, 1, DType::F32);
-    const Tensor by_row = ctx.random({C - col_channels, oh}, -1, 1, DType::F32);
-    Tensor whole = Tensor::empty({C, oh, ow});
-    for (int64_t ch = 0; ch < C; ++ch)
-      for (int64_t y = 0; y < oh; ++y)
-        for (int64_t xx = 0; xx < ow; ++xx)
-          whole.f32()[(ch * oh + y) * ow + xx] = ch < col_channels ? by_col.f32()[ch * ow + xx]
-                                                                   : by_row.f32()[(ch - col_channels) * oh + y];
+    const auto [hx, by_col, by_row, whole] = detail::axis_case(ctx, x, oh, ow, col_channels);
     const Shape out_shape{x[0], C, oh, ow};
     Tensor out = ctx.poisoned(out_shape, DType::F32), with_whole = ctx.poisoned(out_shape, DType::F32);
     const Tensor dx = ctx.device(hx, DType::F32), dw = ctx.device(whole, DType::F32);
@@ -732,15 +746,7 @@ inline OpCase resize_bilinear_add_axes_nhwc_case(const Shape& x, int64_t oh, int
   c.bound = {kF32Resize, kF32OnLowp};
   c.run = [=](OpContext& ctx) {
     const int64_t C = x[1];
-    const Tensor hx = ctx.random(x);
-    const Tensor by_col = ctx.random({col_channels, ow}, -1, 1, DType::F32);
-    const Tensor by_row = ctx.random({C - col_channels, oh}, -1, 1, DType::F32);
-    Tensor whole = Tensor::empty({C, oh, ow});
-    for (int64_t ch = 0; ch < C; ++ch)
-      for (int64_t y = 0; y < oh; ++y)
-        for (int64_t xx = 0; xx < ow; ++xx)
-          whole.f32()[(ch * oh + y) * ow + xx] = ch < col_channels ? by_col.f32()[ch * ow + xx]
-                                                                   : by_row.f32()[(ch - col_channels) * oh + y];
+    const auto [hx, by_col, by_row, whole] = detail::axis_case(ctx, x, oh, ow, col_channels);
     Tensor out = ctx.poisoned({x[0], oh, ow, C}, DType::F32);
     ctx.be.resize_bilinear_add_axes_nhwc(ctx.device(detail::channels_last(hx), DType::F32),
                                          ctx.device(by_col, DType::F32), ctx.device(by_row, DType::F32), out);

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 using namespace lingbot;
 
@@ -155,16 +156,26 @@ INSTANTIATE_TEST_SUITE_P(SmallModel, Parity,
 // turn, against upstream: the default variant on the paged layout. CI's
 // machine has AVX-512, so both builds run there; elsewhere the AVX-512 one is
 // skipped with a note.
+// The fixture's "default" variant (the one whose dense outputs are all
+// kept) with everything a run against it needs.
+struct DefaultVariant {
+  nlohmann::json manifest = read_json(fixture("manifest.json"));
+  nlohmann::json variant = find(manifest);
+  ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  std::vector<Tensor> frames = test::small_model_frames();
+  Reference ref{io::load_state_dict(fixture(variant.at("file")))};
+
+  static nlohmann::json find(const nlohmann::json& manifest) {
+    for (const auto& v : manifest["variants"])
+      if (v["name"] == "default") return v;
+    throw std::runtime_error("the fixture's manifest has no default variant");
+  }
+};
+
 TEST(ParityIsa, EveryKernelBuildMatchesUpstream) {
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  nlohmann::json variant;
-  for (const auto& v : manifest["variants"])
-    if (v["name"] == "default") variant = v;
-  ASSERT_FALSE(variant.is_null());
-  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
-  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
-  const std::vector<Tensor> frames = test::small_model_frames();
-  const Reference ref{io::load_state_dict(fixture(variant["file"]))};
+  const DefaultVariant d;
+  const auto& [manifest, variant, config, weights, frames, ref] = d;
   // AVX-512 first: a backend forced to AVX2 also caps oneDNN at AVX2 when it
   // is the process's first user, and the other tests here should not run so.
   for (const cpu::Isa isa : {cpu::Isa::Avx512, cpu::Isa::Avx2}) {
@@ -190,15 +201,8 @@ TEST(ParityIsa, EveryKernelBuildMatchesUpstream) {
 // The layout changes only the order of float32 sums, so it must meet the
 // same bar, and agree with the channels-first run to float32 rounding.
 TEST(ParityDepthHeadLayout, ChannelsLastMatchesUpstreamAndChannelsFirst) {
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  nlohmann::json variant;
-  for (const auto& v : manifest["variants"])
-    if (v["name"] == "default") variant = v;
-  ASSERT_FALSE(variant.is_null());
-  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
-  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
-  const std::vector<Tensor> frames = test::small_model_frames();
-  const Reference ref{io::load_state_dict(fixture(variant["file"]))};
+  const DefaultVariant d;
+  const auto& [manifest, variant, config, weights, frames, ref] = d;
   const int H = manifest["height"], W = manifest["width"];
   std::map<std::string, Tensor> by_layout[2];
   for (const auto layout : {StreamOptions::MapsLayout::ChannelsFirst, StreamOptions::MapsLayout::ChannelsLast}) {

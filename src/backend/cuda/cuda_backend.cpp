@@ -37,6 +37,21 @@ bool is_float16_32(DType t) { return t == DType::F32 || t == DType::BF16 || t ==
 // An optional float32 parameter vector (the contract checked its dtype and size).
 const float* f32_or_null(const Tensor* t) { return t != nullptr ? t->data_as<const float>() : nullptr; }
 
+// cuDNN's description of a checked convolution.
+ConvShape conv_shape(const contracts::ConvDims& d, int stride, int pad, bool channels_last) {
+  ConvShape s;
+  s.batches = d.in.n;
+  s.in_channels = d.in.c;
+  s.height = d.in.h;
+  s.width = d.in.w;
+  s.out_channels = d.out.c;
+  s.kernel = d.kernel;
+  s.stride = stride;
+  s.pad = pad;
+  s.channels_last = channels_last;
+  return s;
+}
+
 char* bytes_at(const Tensor& t, int64_t element) {
   return static_cast<char*>(t.data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
 }
@@ -646,18 +661,9 @@ void CudaBackend::tokens_to_nchw(const Tensor& tokens, int h, int w, Tensor& map
 void CudaBackend::conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out) {
   const char* op = "conv2d";
   const contracts::ConvDims d = contracts::check_conv2d(contract(), x, w, b, stride, pad, out);
-  const contracts::Nchw& in = d.in;
   const contracts::Nchw& o = d.out;
-  ConvShape s;
-  s.batches = in.n;
-  s.in_channels = in.c;
-  s.height = in.h;
-  s.width = in.w;
-  s.out_channels = o.c;
-  s.kernel = d.kernel;
-  s.stride = stride;
-  s.pad = pad;
-  lane_->conv->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
+  lane_->conv->forward(conv_shape(d, stride, pad, false), x.data_as<const float>(), w.data_as<const float>(),
+                       out.data_as<float>());
   if (const float* bias = f32_or_null(b))
     kernels::add_channel_bias(out.data_as<float>(), bias, o.n, o.c, o.h * o.w, lane_->stream);
   after_op(op);
@@ -730,17 +736,8 @@ void CudaBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b,
       contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue.residual);
   LB_CHECK(epilogue.act == Activation::None || epilogue.act == Activation::Relu,
            "conv2d_nhwc: only a ReLU epilogue is implemented");
-  ConvShape s;
-  s.batches = d.in.n;
-  s.in_channels = d.in.c;
-  s.height = d.in.h;
-  s.width = d.in.w;
-  s.out_channels = d.out.c;
-  s.kernel = d.kernel;
-  s.stride = stride;
-  s.pad = pad;
-  s.channels_last = true;
-  lane_->conv->forward(s, x.data_as<const float>(), w.data_as<const float>(), out.data_as<float>());
+  lane_->conv->forward(conv_shape(d, stride, pad, true), x.data_as<const float>(), w.data_as<const float>(),
+                       out.data_as<float>());
   kernels::conv_epilogue_nhwc(out.data_as<float>(), f32_or_null(b), f32_or_null(epilogue.residual),
                               epilogue.act == Activation::Relu, d.out.n * d.out.h * d.out.w, d.out.c, lane_->stream);
   after_op(op);

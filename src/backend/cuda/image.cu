@@ -48,10 +48,22 @@ __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias
   }
 }
 
-// align_corners=True. The same float arithmetic as the CPU backend: source
-// coordinate = scale * dst in float, the lower neighbour by truncation,
-// weights l and 1 - l.
-// One block per output row (plane, oy), threads along the row: the row's
+// align_corners=True: output index o reads source indices i0 and i1 with
+// weights 1 - l and l. The same float arithmetic as the CPU backend: source
+// coordinate = scale * o in float, the lower neighbour by truncation.
+template <typename I>
+struct Tap {
+  I i0, i1;
+  float l;
+};
+template <typename I>
+__device__ __forceinline__ Tap<I> tap(float scale, I o, I last) {
+  const float s = scale * static_cast<float>(o);
+  const I i0 = min(static_cast<I>(s), last);
+  return {i0, min(static_cast<I>(i0 + 1), last), s - static_cast<float>(i0)};
+}
+
+// Bilinear resize (tap() above). One block per output row (plane, oy), threads along the row: the row's
 // source rows and weights are worked out once per block, and every thread
 // has several independent outputs (a grid-stride loop over rows would leave
 // each thread a long chain of dependent iterations, several times slower
@@ -61,12 +73,10 @@ __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float*
                                        int64_t oh, int64_t ow, float scale_h, float scale_w) {
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t plane = row / oh, oy = row - plane * oh;
-    const float sy = scale_h * static_cast<float>(oy);
-    const int64_t y0 = min(static_cast<int64_t>(sy), ih - 1);
-    const int64_t y1 = min(y0 + 1, ih - 1);
-    const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
-    const float* r0 = x + (plane * ih + y0) * iw;
-    const float* r1 = x + (plane * ih + y1) * iw;
+    const Tap<int64_t> ty = tap(scale_h, oy, ih - 1);
+    const float ly = ty.l, hy = 1.0f - ly;
+    const float* r0 = x + (plane * ih + ty.i0) * iw;
+    const float* r1 = x + (plane * ih + ty.i1) * iw;
     const float* a = add != nullptr ? add + ((plane % add_planes) * oh + oy) * ow : nullptr;
     // The axis term (resize_bilinear_add_axes): a row of by_col, or one
     // value of by_row for the whole output row.
@@ -82,10 +92,9 @@ __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float*
     float* o = out + row * ow;
     const int last = static_cast<int>(iw - 1);
     for (int ox = threadIdx.x; ox < ow; ox += blockDim.x) {
-      const float sx = scale_w * static_cast<float>(ox);
-      const int x0 = min(static_cast<int>(sx), last);
-      const int x1 = min(x0 + 1, last);
-      const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
+      const Tap<int> tx = tap(scale_w, ox, last);
+      const int x0 = tx.i0, x1 = tx.i1;
+      const float lx = tx.l, hx = 1.0f - lx;
       float v = hy * (hx * r0[x0] + lx * r0[x1]) + ly * (hx * r1[x0] + lx * r1[x1]);
       if (a != nullptr) {
         v += a[ox];  // rounded once more, as a separate add pass would
@@ -181,20 +190,17 @@ __global__ void resize_bilinear_nhwc_kernel(const float* __restrict__ x, const f
   const int last = static_cast<int>(iw - 1);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t n = row / oh, oy = row - n * oh;
-    const float sy = scale_h * static_cast<float>(oy);
-    const int64_t y0 = min(static_cast<int64_t>(sy), ih - 1);
-    const int64_t y1 = min(y0 + 1, ih - 1);
-    const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
-    const float* r0 = x + (n * ih + y0) * iw * channels;
-    const float* r1 = x + (n * ih + y1) * iw * channels;
+    const Tap<int64_t> ty = tap(scale_h, oy, ih - 1);
+    const float ly = ty.l, hy = 1.0f - ly;
+    const float* r0 = x + (n * ih + ty.i0) * iw * channels;
+    const float* r1 = x + (n * ih + ty.i1) * iw * channels;
     const float* a = add != nullptr ? add + ((n % add_maps) * oh + oy) * ow * channels : nullptr;
     float* o = out + row * ow * channels;
     for (int j = threadIdx.x; j < row_vectors; j += blockDim.x) {
       const int e = j * V, ox = e / channels, c = e - ox * channels;
-      const float sx = scale_w * static_cast<float>(ox);
-      const int x0 = min(static_cast<int>(sx), last);
-      const int x1 = min(x0 + 1, last);
-      const float lx = sx - static_cast<float>(x0), hx = 1.0f - lx;
+      const Tap<int> tx = tap(scale_w, ox, last);
+      const int x0 = tx.i0, x1 = tx.i1;
+      const float lx = tx.l, hx = 1.0f - lx;
       const Floats<V> p00 = Floats<V>::load(r0 + x0 * channels + c), p01 = Floats<V>::load(r0 + x1 * channels + c);
       const Floats<V> p10 = Floats<V>::load(r1 + x0 * channels + c), p11 = Floats<V>::load(r1 + x1 * channels + c);
       Floats<V> v;
@@ -218,6 +224,12 @@ __global__ void resize_bilinear_nhwc_kernel(const float* __restrict__ x, const f
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The source step per output index with align_corners=True, as the CPU
+// backend: (in - 1) / (out - 1) in float, 0 for a single output row/column.
+float align_corners_scale(int64_t in, int64_t out) {
+  return out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+}
 
 }  // namespace
 
@@ -252,9 +264,7 @@ void resize_bilinear(const float* x, const float* add, int64_t add_planes, float
   // Columns are indexed in int (the caller checks the row widths).
   const int64_t n = planes * oh * ow;
   if (n == 0) return;
-  // As the CPU backend: (in - 1) / (out - 1) in float, 0 for a single output row/column.
-  const float scale_h = oh > 1 ? static_cast<float>(ih - 1) / static_cast<float>(oh - 1) : 0.0f;
-  const float scale_w = ow > 1 ? static_cast<float>(iw - 1) / static_cast<float>(ow - 1) : 0.0f;
+  const float scale_h = align_corners_scale(ih, oh), scale_w = align_corners_scale(iw, ow);
   const int64_t rows = planes * oh;
   constexpr int kRowThreads = 128;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
@@ -290,8 +300,7 @@ void resize_bilinear_nhwc(const float* x, const float* add, int64_t add_maps, fl
                           const AxisTerm& axes) {
   const int64_t n = batches * oh * ow * channels;
   if (n == 0) return;
-  const float scale_h = oh > 1 ? static_cast<float>(ih - 1) / static_cast<float>(oh - 1) : 0.0f;
-  const float scale_w = ow > 1 ? static_cast<float>(iw - 1) / static_cast<float>(ow - 1) : 0.0f;
+  const float scale_h = align_corners_scale(ih, oh), scale_w = align_corners_scale(iw, ow);
   const int64_t rows = batches * oh;
   constexpr int kRowThreads = 128;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
