@@ -2,8 +2,10 @@
 // the state dict itself (the gain times each row, computed here in double),
 // and end to end by the parity tests, which run the folded model against
 // upstream's unfolded one. Also: random weights made one tensor at a time
-// upload to the same bits, and the weights hold one copy of each parameter.
+// upload to the same bits, the weights hold one copy of each parameter, and
+// channels-last storage moves exactly the depth head's convolution weights.
 #include "backend/cpu/cpu_backend.h"
+#include "model/depth_head.h"
 #include "model/model_config.h"
 #include "model/random_weights.h"
 #include "model/weights.h"
@@ -13,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <regex>
 #include <string_view>
 
 using namespace lingbot;
@@ -166,4 +169,46 @@ TEST(DeviceWeights, HoldsOneCopyOfEachParameter) {
     }
     EXPECT_EQ(weights.host_copy_bytes(), tokens) << dtype_name(compute);
   }
+}
+
+// Channels-last storage (WeightStorage::depth_head_channels_last): exactly
+// the depth head's Conv2d weights, named here by upstream's DPT modules,
+// are stored [Cout, k, k, Cin] with each value moved, not changed; its
+// ConvTranspose2d and 1x1 projection weights and everything else stay as
+// the checkpoint has them.
+TEST(DeviceWeights, ChannelsLastStoresTheDepthHeadConvolutionsAsOhwi) {
+  const ModelConfig config = ModelConfig::from_file(test::fixture_path("model_small/config.json"));
+  const io::StateDict state = random_state_dict(config, 7);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  const DeviceWeights weights(*cpu, state, config, false, WeightStorage{.depth_head_channels_last = true});
+  const std::regex conv2d(
+      R"(depth_head\.(resize_layers\.3|scratch\.(layer[1-4]_rn|refinenet[1-4]\.(out_conv|resConfUnit[12]\.conv[12])|)"
+      R"(output_conv1|output_conv2\.[02]))\.weight)");
+  int permuted = 0;
+  for (const auto& [name, source] : state) {
+    const bool is_conv = std::regex_match(name, conv2d);
+    EXPECT_EQ(is_depth_head_conv_weight(name), is_conv) << name;
+    if (!DeviceWeights::folded_gain(name).empty()) continue;  // changed by folding (the test above)
+    const Tensor got = cpu->download(weights.get(name));
+    const Tensor src = source.to_dtype(DType::F32);
+    if (!is_conv) {
+      ASSERT_EQ(got.shape(), src.shape()) << name;
+      ASSERT_EQ(std::memcmp(got.data(), src.data(), src.nbytes()), 0) << name;
+      continue;
+    }
+    ++permuted;
+    ASSERT_EQ(src.ndim(), 4) << name;
+    const int64_t O = src.dim(0), I = src.dim(1), KH = src.dim(2), KW = src.dim(3);
+    ASSERT_EQ(got.shape(), (Shape{O, KH, KW, I})) << name;
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < I; ++i)
+        for (int64_t y = 0; y < KH; ++y)
+          for (int64_t x = 0; x < KW; ++x)
+            ASSERT_EQ(got.f32()[((o * KH + y) * KW + x) * I + i], src.f32()[((o * I + i) * KH + y) * KW + x])
+                << name << " [" << o << ", " << i << ", " << y << ", " << x << "]";
+  }
+  // resize_layers.3, 4 layer_rn, 4 out_conv, 2 units x 2 convs in refinenets 1-3
+  // and the second unit's 2 in refinenet4 (upstream's has no first unit),
+  // output_conv1, output_conv2.0 and .2.
+  EXPECT_EQ(permuted, 1 + 4 + 4 + 3 * 4 + 2 + 3);
 }
