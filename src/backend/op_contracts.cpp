@@ -539,19 +539,20 @@ TokenMaps check_tokens_to_nchw(const Target& t, const Tensor& tokens, int h, int
 }
 
 ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
-                      const Tensor& out, MapLayout layout, const Tensor* residual) {
+                      const Tensor& out, MapLayout layout, const ConvEpilogue& epilogue) {
   const char* op = with_layout("conv2d", layout);
   const Arg ax("x", x), aw("weight", w), ao("out", out);
-  const OptArg ab = optional("bias", b), ar = optional("residual", residual);
+  const OptArg ab = optional("bias", b), ar = optional("residual", epilogue.residual);
+  REQUIRE(epilogue.act == Activation::None || epilogue.act == Activation::Relu,
+          "{}: only a ReLU epilogue is implemented", op);
   const Nchw in = map_dims(t, op, ax, layout);
   const Nchw o = map_dims(t, op, ao, layout);
   float32(t, op, aw);
   const Shape& ws = aw.shape();
   // Channels first: [Cout, Cin, k, k]; channels last: [Cout, k, k, Cin].
   const bool first = layout == MapLayout::ChannelsFirst;
-  const int64_t w_cin = first ? ws.size() == 4 ? ws[1] : -1 : ws.size() == 4 ? ws[3] : -1;
-  const int64_t kh = first ? ws.size() == 4 ? ws[2] : -1 : ws.size() == 4 ? ws[1] : -1;
-  const int64_t kw = first ? ws.size() == 4 ? ws[3] : -1 : ws.size() == 4 ? ws[2] : -1;
+  const auto dim = [&ws](size_t i) { return ws.size() == 4 ? ws[i] : int64_t{-1}; };
+  const int64_t w_cin = dim(first ? 1 : 3), kh = dim(first ? 2 : 1), kw = dim(first ? 3 : 2);
   REQUIRE(ws.size() == 4 && ws[0] == o.c && w_cin == in.c && kh == kw && kh > 0,
           "{}: weight {} is not {} for x {} and out {}", op, aw.d(),
           first ? fmt::format("[{}, {}, k, k]", o.c, in.c) : fmt::format("[{}, k, k, {}]", o.c, in.c), ax.d(), ao.d());

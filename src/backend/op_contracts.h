@@ -108,10 +108,11 @@ MatrixDims check_adaln_modulate(const Target& t, const Tensor& xn, const Tensor&
 Nchw check_patchify(const Target& t, const Tensor& images, int patch, const Tensor& patches);
 TokenMaps check_tokens_to_nchw(const Target& t, const Tensor& tokens, int h, int w, const Tensor& maps);
 // The map ops in either layout (MapLayout): the channels-last ones are the
-// *_nhwc ops, named so in messages. `residual`: conv2d_nhwc's epilogue term.
+// *_nhwc ops, named so in messages. `epilogue`: conv2d_nhwc's (a ReLU or
+// none, a residual shaped like out).
 ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
                       const Tensor& out, MapLayout layout = MapLayout::ChannelsFirst,
-                      const Tensor* residual = nullptr);
+                      const ConvEpilogue& epilogue = {});
 ConvDims check_conv_transpose2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int k,
                                 const Tensor& out, MapLayout layout = MapLayout::ChannelsFirst);
 MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* add, const Tensor& out,

@@ -14,17 +14,20 @@ namespace {
 const std::string kP = "depth_head";
 constexpr float kNormEps = 1e-5f;
 
-// [C, h, w] -> [h, w, C] on the host (a position embedding, made once).
-Tensor channels_last(const Tensor& chw) {
-  const int64_t C = chw.dim(0), h = chw.dim(1), w = chw.dim(2);
-  Tensor hwc = Tensor::empty({h, w, C});
-  const float* src = chw.f32();
-  float* dst = hwc.f32();
-  for (int64_t c = 0; c < C; ++c)
-    for (int64_t p = 0; p < h * w; ++p) dst[p * C + c] = src[c * h * w + p];
-  return hwc;
-}
 }  // namespace
+
+Tensor channels_last_on_host(const Tensor& t) {
+  LB_CHECK(t.ndim() == 4 && t.is_cpu(), "internal error: {} is not a 4-D host tensor", t.describe());
+  const Tensor src = t.to_dtype(DType::F32);
+  const int64_t A = src.dim(0), B = src.dim(1), P = src.dim(2) * src.dim(3);
+  Tensor out = Tensor::empty({A, src.dim(2), src.dim(3), B});
+  const float* s = src.f32();
+  float* d = out.f32();
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t p = 0; p < P; ++p) d[(a * P + p) * B + b] = s[(a * B + b) * P + p];
+  return out;
+}
 
 bool is_depth_head_conv_weight(std::string_view name) {
   if (!name.starts_with("depth_head.") || !name.ends_with(".weight")) return false;
@@ -47,9 +50,11 @@ const Tensor& DepthHead::position_embedding(int channels, int h, int w, double a
   auto it = pos_embed_.find(key);
   if (it == pos_embed_.end()) {
     const Tensor chw = dpt_pos_embed(channels, h, w, aspect);
-    it = pos_embed_
-             .emplace(key, be_.upload(layout_ == MapLayout::ChannelsFirst ? chw : channels_last(chw), DType::F32))
-             .first;
+    // Channels last: [h, w, C], one frame's map, which add_broadcast repeats.
+    const Tensor host = layout_ == MapLayout::ChannelsFirst
+                            ? chw
+                            : channels_last_on_host(chw.reshape({1, channels, h, w})).reshape({h, w, channels});
+    it = pos_embed_.emplace(key, be_.upload(host, DType::F32)).first;
   }
   return it->second;
 }

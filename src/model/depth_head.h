@@ -34,6 +34,10 @@ namespace lingbot {
 // that channels-last storage keeps as [Cout, k, k, Cin].
 bool is_depth_head_conv_weight(std::string_view name);
 
+// [a, b, c, d] -> [a, c, d, b] in float32 on the host: a Conv2d weight
+// [Cout, Cin, k, k] as [Cout, k, k, Cin], a map [n, C, h, w] as [n, h, w, C].
+Tensor channels_last_on_host(const Tensor& t);
+
 class DepthHead {
  public:
   // layout: the feature maps' layout; ChannelsLast needs the weights stored

@@ -42,21 +42,6 @@ Tensor scale_rows(const Tensor& src, const Tensor& gain, const std::string& name
   return out;
 }
 
-// A Conv2d weight [Cout, Cin, k, k] as [Cout, k, k, Cin] (float32, a new
-// tensor): the channels-last convolutions' layout.
-Tensor ohwi_from_oihw(const Tensor& src) {
-  const Tensor w = src.to_dtype(DType::F32);
-  LB_CHECK(w.ndim() == 4, "internal error: a convolution weight {} is not 4-D", w.describe());
-  const int64_t O = w.dim(0), I = w.dim(1), K = w.dim(2) * w.dim(3);
-  Tensor out = Tensor::empty({O, w.dim(2), w.dim(3), I});
-  const float* s = w.f32();
-  float* d = out.f32();
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t i = 0; i < I; ++i)
-      for (int64_t k = 0; k < K; ++k) d[(o * K + k) * I + i] = s[(o * I + i) * K + k];
-  return out;
-}
-
 // The index of the first NaN or infinity in a float tensor on the CPU, or
 // -1. A NaN weight would run to the end and write NaN cameras and points
 // without a word; a trained checkpoint never holds one, so a file that
@@ -116,7 +101,7 @@ DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const
     const std::string gain = folded_gain(e.name);
     const bool channels_last = storage.depth_head_channels_last && is_depth_head_conv_weight(e.name);
     const Tensor& values = !gain.empty()   ? scale_rows(src, source.tensor(gain), e.name)
-                           : channels_last ? ohwi_from_oihw(src)
+                           : channels_last ? channels_last_on_host(src)
                                            : src;
     // The encoder's and aggregator's Linear weights: read only by linear().
     const bool linear_weight = dtype == backend.compute_dtype() && stored_in_compute_dtype(e.name, src) &&

@@ -94,7 +94,7 @@ class ContractOnlyBackend final : public Backend {
   }
   void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
                    const ConvEpilogue& e) override {
-    oc::check_conv2d(target(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, e.residual);
+    oc::check_conv2d(target(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, e);
   }
   void conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) override {
     oc::check_conv_transpose2d(target(), x, w, b, k, out, MapLayout::ChannelsLast);

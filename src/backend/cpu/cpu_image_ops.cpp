@@ -14,6 +14,27 @@
 
 namespace lingbot::cpu {
 
+namespace {
+
+// align_corners=True source coordinates, in float like PyTorch's kernel:
+// the two neighbours and the weight of the second, per output index.
+struct Taps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> frac;
+  Taps(int64_t in, int64_t out) : i0(static_cast<size_t>(out)), i1(static_cast<size_t>(out)), frac(static_cast<size_t>(out)) {
+    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+    for (int64_t o = 0; o < out; ++o) {
+      const float src = scale * static_cast<float>(o);
+      const int64_t a = std::min<int64_t>(static_cast<int64_t>(src), in - 1);
+      i0[static_cast<size_t>(o)] = a;
+      i1[static_cast<size_t>(o)] = std::min<int64_t>(a + 1, in - 1);
+      frac[static_cast<size_t>(o)] = src - static_cast<float>(a);
+    }
+  }
+};
+
+}  // namespace
+
 void CpuBackend::patchify(const Tensor& images, int patch, const std::array<float, 3>& mean,
                           const std::array<float, 3>& std, Tensor& patches) {
   const contracts::Nchw s = contracts::check_patchify(contract(), images, patch, patches);
@@ -93,34 +114,22 @@ void CpuBackend::resize_bilinear(const Tensor& x, const Tensor* add, Tensor& out
   const contracts::MapDims d = contracts::check_resize_bilinear(contract(), x, add, out);
   const contracts::Nchw& in = d.in;
   const contracts::Nchw& o = d.out;
-  // align_corners=True: source coordinate = dst * (in - 1) / (out - 1),
-  // computed in float like PyTorch's kernel.
-  const float sh = o.h > 1 ? static_cast<float>(in.h - 1) / static_cast<float>(o.h - 1) : 0.0f;
-  const float sw = o.w > 1 ? static_cast<float>(in.w - 1) / static_cast<float>(o.w - 1) : 0.0f;
-  std::vector<int64_t> x0(static_cast<size_t>(o.w)), x1(static_cast<size_t>(o.w));
-  std::vector<float> lx(static_cast<size_t>(o.w));
-  for (int64_t ox = 0; ox < o.w; ++ox) {
-    const float src = sw * static_cast<float>(ox);
-    const int64_t i0 = std::min<int64_t>(static_cast<int64_t>(src), in.w - 1);
-    x0[ox] = i0;
-    x1[ox] = std::min<int64_t>(i0 + 1, in.w - 1);
-    lx[ox] = src - static_cast<float>(i0);
-  }
+  const Taps ty(in.h, o.h), tx(in.w, o.w);
   const float* src = x.f32();
   float* dst = out.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(o.n * o.c * o.h * o.w))
   for (int64_t nc = 0; nc < in.n * in.c; ++nc) {
     for (int64_t oy = 0; oy < o.h; ++oy) {
-      const float sy = sh * static_cast<float>(oy);
-      const int64_t y0 = std::min<int64_t>(static_cast<int64_t>(sy), in.h - 1);
-      const int64_t y1 = std::min<int64_t>(y0 + 1, in.h - 1);
-      const float ly = sy - static_cast<float>(y0), hy = 1.0f - ly;
-      const float* r0 = src + (nc * in.h + y0) * in.w;
-      const float* r1 = src + (nc * in.h + y1) * in.w;
+      const size_t yi = static_cast<size_t>(oy);
+      const float ly = ty.frac[yi], hy = 1.0f - ly;
+      const float* r0 = src + (nc * in.h + ty.i0[yi]) * in.w;
+      const float* r1 = src + (nc * in.h + ty.i1[yi]) * in.w;
       float* d = dst + (nc * o.h + oy) * o.w;
       for (int64_t ox = 0; ox < o.w; ++ox) {
-        const float l = lx[ox], h = 1.0f - l;
-        d[ox] = hy * (h * r0[x0[ox]] + l * r0[x1[ox]]) + ly * (h * r1[x0[ox]] + l * r1[x1[ox]]);
+        const size_t xi = static_cast<size_t>(ox);
+        const int64_t x0 = tx.i0[xi], x1 = tx.i1[xi];
+        const float l = tx.frac[xi], h = 1.0f - l;
+        d[ox] = hy * (h * r0[x0] + l * r0[x1]) + ly * (h * r1[x0] + l * r1[x1]);
       }
     }
   }
@@ -158,13 +167,11 @@ void CpuBackend::resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col,
 
 void CpuBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
                              const ConvEpilogue& epilogue) {
-  const contracts::ConvDims d = contracts::check_conv2d(contract(), x, w, b, stride, pad, out,
-                                                        MapLayout::ChannelsLast, epilogue.residual);
+  const contracts::ConvDims d =
+      contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue);
   ConvShape shape{d.in.n, d.in.c, d.in.h, d.in.w, d.out.c, d.kernel, stride, pad};
   shape.channels_last = true;
   convolutions_->run(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, out.f32());
-  LB_CHECK(epilogue.act == Activation::None || epilogue.act == Activation::Relu,
-           "conv2d_nhwc: only a ReLU epilogue is implemented");
   if (epilogue.residual == nullptr && epilogue.act == Activation::None) return;
   const int64_t n = out.numel();
   float* o = out.f32();
@@ -202,23 +209,6 @@ void CpuBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const T
 }
 
 namespace {
-
-// align_corners=True source coordinates, in float like PyTorch's kernel:
-// the two neighbours and the weight of the second, per output index.
-struct Taps {
-  std::vector<int64_t> i0, i1;
-  std::vector<float> frac;
-  Taps(int64_t in, int64_t out) : i0(static_cast<size_t>(out)), i1(static_cast<size_t>(out)), frac(static_cast<size_t>(out)) {
-    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
-    for (int64_t o = 0; o < out; ++o) {
-      const float src = scale * static_cast<float>(o);
-      const int64_t a = std::min<int64_t>(static_cast<int64_t>(src), in - 1);
-      i0[static_cast<size_t>(o)] = a;
-      i1[static_cast<size_t>(o)] = std::min<int64_t>(a + 1, in - 1);
-      frac[static_cast<size_t>(o)] = src - static_cast<float>(a);
-    }
-  }
-};
 
 // Bilinear resize of [N, H, W, C] maps; term(n, oy, ox, c) is added to each
 // output element (after the interpolation, as one more addition).

@@ -733,9 +733,7 @@ void CudaBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b,
                               const ConvEpilogue& epilogue) {
   const char* op = "conv2d_nhwc";
   const contracts::ConvDims d =
-      contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue.residual);
-  LB_CHECK(epilogue.act == Activation::None || epilogue.act == Activation::Relu,
-           "conv2d_nhwc: only a ReLU epilogue is implemented");
+      contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue);
   lane_->conv->forward(conv_shape(d, stride, pad, true), x.data_as<const float>(), w.data_as<const float>(),
                        out.data_as<float>());
   kernels::conv_epilogue_nhwc(out.data_as<float>(), f32_or_null(b), f32_or_null(epilogue.residual),
