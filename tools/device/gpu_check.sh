@@ -17,7 +17,7 @@
 #   --no-upstream           skip upstream's profile
 #   --no-parity             skip the official-size parity check
 #   --kernel-bench FILTER   attention_cuda_bench's --benchmark_filter
-#                           (default 'PagedFullWindow/kernel:[0-9]+/splits:0/|Dense')
+#                           (default 'PagedFullWindow/kernel:[0-9]+/splits:0/|PagedLongStream|Dense')
 #   --no-kernel-bench       skip it
 # Optional steps (off unless asked for):
 #   --ops-bench FILTER      cuda_ops_bench (GEMMs, norms, camera layers, ...)
@@ -49,7 +49,7 @@ set -uo pipefail
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
 BUILD=1 TESTS=1 TEST_FILTER='*' CTEST_LABEL='' BENCH=1 UPSTREAM=auto PARITY=auto
-KERNEL_BENCH='PagedFullWindow/kernel:[0-9]+/splits:0/|Dense' OPS_BENCH='' STAGE_PROFILE=0
+KERNEL_BENCH='PagedFullWindow/kernel:[0-9]+/splits:0/|PagedLongStream|Dense' OPS_BENCH='' STAGE_PROFILE=0
 KERNEL_PROFILE=0 NCU_SKIP=7000 NCU_FILTER='' NCU_KERNEL=attention SASS=0 ASAN=0 BASELINE=''
 FRAMES=200 HEIGHT=378 WIDTH=504 WINDOW=64 BENCH_ARGS='' REPEAT=1 UP_FRAMES='' LABEL=''
 BUILD_DIR='build-device'
