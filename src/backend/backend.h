@@ -236,7 +236,10 @@ class Backend {
   // ---- feature maps, channels last (NHWC) ---------------------------------
   // The same operations on maps held as [B, H, W, C] (MapLayout above), for
   // a depth head that keeps its maps channels last from the tokens (which
-  // already are [B, h, w, C]) to its last convolution.
+  // already are [B, h, w, C]) to its last convolution. The maps of one op are
+  // float32 or all bfloat16 (the depth head's option depth_head_dtype), the
+  // weights in the maps' dtype; biases and the position tables stay float32,
+  // and sums are float32 either way.
   // Conv2d, square kernel: x[B, H, W, Cin], w[Cout, k, k, Cin], b[Cout] or
   // null, out[B, OH, OW, Cout], with the epilogue applied (ConvEpilogue).
   virtual void conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,

@@ -152,10 +152,15 @@ Nchw nchw(const Target& t, const char* op, const Arg& a) {
   return {s[0], s[1], s[2], s[3]};
 }
 
-// A float32 feature map in `layout`: its dims as (n, c, h, w) either way.
+// A feature map in `layout`: its dims as (n, c, h, w) either way. Channels
+// first maps are float32; channels last ones float32, or bfloat16 on a
+// backend that computes in it (the depth head's option depth_head_dtype),
+// every map of one op in one dtype.
 Nchw map_dims(const Target& t, const char* op, const Arg& a, MapLayout layout) {
   if (layout == MapLayout::ChannelsFirst) return nchw(t, op, a);
-  float32(t, op, a);
+  activation(t, op, a);
+  REQUIRE(a.dtype() == DType::F32 || a.dtype() == DType::BF16, "{}: {} {} is neither float32 nor bfloat16", op,
+          a.what, a.d());
   REQUIRE(a.shape().size() == 4, "{}: {} {} is not NHWC", op, a.what, a.d());
   const Shape& s = a.shape();
   return {s[0], s[3], s[1], s[2]};
@@ -547,7 +552,8 @@ ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const T
           "{}: only a ReLU epilogue is implemented", op);
   const Nchw in = map_dims(t, op, ax, layout);
   const Nchw o = map_dims(t, op, ao, layout);
-  float32(t, op, aw);
+  like(t, op, ao, ax);
+  like(t, op, aw, ax);  // the bias stays float32
   const Shape& ws = aw.shape();
   // Channels first: [Cout, Cin, k, k]; channels last: [Cout, k, k, Cin].
   const bool first = layout == MapLayout::ChannelsFirst;
@@ -565,7 +571,7 @@ ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const T
           map_shape(layout, in.n, o.c, oh, ow), ax.d(), k, stride, pad);
   vector(t, op, ab, o.c);
   if (ar) {
-    float32(t, op, *ar);
+    like(t, op, *ar, ax);
     REQUIRE(ar->shape() == ao.shape(), "{}: residual {} is not shaped like out {}", op, ar->d(), ao.d());
   }
   apart(op, ao, ax);
@@ -582,7 +588,8 @@ ConvDims check_conv_transpose2d(const Target& t, const Tensor& x, const Tensor& 
   const OptArg ab = optional("bias", b);
   const Nchw in = map_dims(t, op, ax, layout);
   const Nchw o = map_dims(t, op, ao, layout);
-  float32(t, op, aw);
+  like(t, op, ao, ax);
+  like(t, op, aw, ax);  // the bias stays float32
   REQUIRE(k > 0, "{}: kernel {}", op, k);
   const Shape& ws = aw.shape();
   REQUIRE(ws.size() == 4 && ws[0] == in.c && ws[1] == o.c && ws[2] == k && ws[3] == k,
@@ -603,10 +610,11 @@ MapDims check_resize_bilinear(const Target& t, const Tensor& x, const Tensor* ad
   const OptArg aa = optional("add", add);
   const Nchw in = map_dims(t, op, ax, layout);
   const Nchw o = map_dims(t, op, ao, layout);
+  like(t, op, ao, ax);
   REQUIRE(in.n == o.n && in.c == o.c, "{}: x {} and out {} differ in batches or channels", op, ax.d(), ao.d());
   REQUIRE(o.h * o.w == 0 || (in.h > 0 && in.w > 0), "{}: x {} has no pixels to resize to out {}", op, ax.d(), ao.d());
   if (aa) {
-    float32(t, op, *aa);
+    like(t, op, *aa, ax);
     // Whole planes [.., H, W] channels first; whole maps [.., H, W, C] channels last.
     const int64_t unit = layout == MapLayout::ChannelsFirst ? o.h * o.w : o.h * o.w * o.c;
     REQUIRE(unit > 0 && aa->n > 0 && aa->n % unit == 0 && ao.n % aa->n == 0,
@@ -624,9 +632,10 @@ MapDims check_resize_bilinear_add_axes(const Target& t, const Tensor& x, const T
   const Arg ax("x", x), ao("out", out), ac("by_col", by_col), ar("by_row", by_row);
   const Nchw in = map_dims(t, op, ax, layout);
   const Nchw o = map_dims(t, op, ao, layout);
+  like(t, op, ao, ax);
   REQUIRE(in.n == o.n && in.c == o.c, "{}: x {} and out {} differ in batches or channels", op, ax.d(), ao.d());
   REQUIRE(o.h * o.w == 0 || (in.h > 0 && in.w > 0), "{}: x {} has no pixels to resize to out {}", op, ax.d(), ao.d());
-  float32(t, op, ac);
+  float32(t, op, ac);  // the position terms stay float32
   float32(t, op, ar);
   REQUIRE(by_col.ndim() == 2 && by_col.dim(1) == o.w, "{}: by_col {} is not [channels, {}] (out's width)", op, ac.d(),
           o.w);

@@ -662,26 +662,38 @@ inline Tensor channels_last(const Tensor& t) {
   return out;
 }
 
+// The channels-last ops' maps: float32 (Storage::F32), or the backend's
+// compute dtype (Storage::Compute: bfloat16 on the GPU and the CPU's bf16
+// mode, the depth head's option depth_head_dtype bf16), named so.
+inline const char* maps_suffix(Storage maps) { return maps == Storage::Compute ? "_maps_compute" : ""; }
+inline Bound maps_bound(Storage maps, Bound f32_maps) {
+  return maps == Storage::Compute ? Bound{f32_maps.f32, kBf16} : f32_maps;
+}
+
 }  // namespace detail
 
-// conv2d_nhwc with its epilogue: out = act(conv + b + residual).
-inline OpCase conv2d_nhwc_case(const Conv& p, Activation act = Activation::None, bool residual = false) {
+// conv2d_nhwc with its epilogue: out = act(conv + b + residual). The bias
+// is float32 whatever the maps' dtype.
+inline OpCase conv2d_nhwc_case(const Conv& p, Activation act = Activation::None, bool residual = false,
+                               Storage maps = Storage::F32) {
   OpCase c;
-  c.name = fmt::format("conv2d_nhwc_{}_to{}_k{}s{}p{}{}{}{}", detail::dims(p.x), p.cout, p.k, p.stride, p.pad,
-                       p.bias ? "" : "_nobias", detail::act_name(act), residual ? "_residual" : "");
-  c.storage = Storage::F32;
-  c.bound = {kF32Sum, kTf32};
+  c.name = fmt::format("conv2d_nhwc_{}_to{}_k{}s{}p{}{}{}{}{}", detail::dims(p.x), p.cout, p.k, p.stride, p.pad,
+                       p.bias ? "" : "_nobias", detail::act_name(act), residual ? "_residual" : "",
+                       detail::maps_suffix(maps));
+  c.storage = maps;
+  c.bound = detail::maps_bound(maps, {kF32Sum, kTf32});
   c.run = [=](OpContext& ctx) {
     const int64_t cin = p.x[1];
     const float ws = detail::weight_scale(cin * p.k * p.k);
-    const Tensor x = ctx.random(p.x), w = ctx.random({p.cout, cin, p.k, p.k}, -ws, ws), b = ctx.random({p.cout});
+    const Tensor x = ctx.random(p.x), w = ctx.random({p.cout, cin, p.k, p.k}, -ws, ws);
+    const Tensor b = ctx.random({p.cout}, -1, 1, DType::F32);
     Tensor ref = detail::channels_last(naive::conv2d(x, w, p.bias ? &b : nullptr, p.stride, p.pad));
     const Tensor r = ctx.random(ref.shape());
     for (int64_t i = 0; i < ref.numel(); ++i) {
       float v = ref.f32()[i] + (residual ? r.f32()[i] : 0.0f);
       ref.f32()[i] = act == Activation::Relu ? std::max(v, 0.0f) : v;
     }
-    const Tensor db = ctx.device(b), dr = ctx.device(r);
+    const Tensor db = ctx.device(b, DType::F32), dr = ctx.device(r);
     Tensor out = ctx.poisoned(ref.shape());
     ctx.be.conv2d_nhwc(ctx.device(detail::channels_last(x)), ctx.device(detail::channels_last(w)),
                        p.bias ? &db : nullptr, p.stride, p.pad, out,
@@ -691,16 +703,18 @@ inline OpCase conv2d_nhwc_case(const Conv& p, Activation act = Activation::None,
   return c;
 }
 
-inline OpCase conv_transpose2d_nhwc_case(const Shape& x, int64_t cout, int k, bool bias) {
+inline OpCase conv_transpose2d_nhwc_case(const Shape& x, int64_t cout, int k, bool bias, Storage maps = Storage::F32) {
   OpCase c;
-  c.name = fmt::format("conv_transpose2d_nhwc_{}_to{}_k{}{}", detail::dims(x), cout, k, bias ? "" : "_nobias");
-  c.storage = Storage::F32;
-  c.bound = {kF32Sum, kTf32};
+  c.name = fmt::format("conv_transpose2d_nhwc_{}_to{}_k{}{}{}", detail::dims(x), cout, k, bias ? "" : "_nobias",
+                       detail::maps_suffix(maps));
+  c.storage = maps;
+  c.bound = detail::maps_bound(maps, {kF32Sum, kTf32});
   c.run = [=](OpContext& ctx) {
     const float ws = detail::weight_scale(x[1]);
-    const Tensor hx = ctx.random(x), w = ctx.random({x[1], cout, k, k}, -ws, ws), b = ctx.random({cout});
+    const Tensor hx = ctx.random(x), w = ctx.random({x[1], cout, k, k}, -ws, ws);
+    const Tensor b = ctx.random({cout}, -1, 1, DType::F32);
     const Tensor ref = detail::channels_last(naive::conv_transpose2d(hx, w, bias ? &b : nullptr, k));
-    const Tensor db = ctx.device(b);
+    const Tensor db = ctx.device(b, DType::F32);
     Tensor out = ctx.poisoned(ref.shape());
     ctx.be.conv_transpose2d_nhwc(ctx.device(detail::channels_last(hx)), ctx.device(w), bias ? &db : nullptr, k,
                                  out);
@@ -712,12 +726,14 @@ inline OpCase conv_transpose2d_nhwc_case(const Shape& x, int64_t cout, int k, bo
 // x: [B, C, H, W] as the naive reference takes it; the op sees it channels
 // last. add: none, one [oh, ow, C] map repeated over the batch (the DPT
 // head's position embedding), or a whole output's worth.
-inline OpCase resize_bilinear_nhwc_case(const Shape& x, int64_t oh, int64_t ow, ResizeAdd add = ResizeAdd::None) {
+inline OpCase resize_bilinear_nhwc_case(const Shape& x, int64_t oh, int64_t ow, ResizeAdd add = ResizeAdd::None,
+                                        Storage maps = Storage::F32) {
   static const char* const kNames[] = {"", "_add_map", "_add_full"};
   OpCase c;
-  c.name = fmt::format("resize_bilinear_nhwc_{}_to{}x{}{}", detail::dims(x), oh, ow, kNames[static_cast<int>(add)]);
-  c.storage = Storage::F32;
-  c.bound = {kF32Resize, kF32OnLowp};
+  c.name = fmt::format("resize_bilinear_nhwc_{}_to{}x{}{}{}", detail::dims(x), oh, ow, kNames[static_cast<int>(add)],
+                       detail::maps_suffix(maps));
+  c.storage = maps;
+  c.bound = detail::maps_bound(maps, {kF32Resize, kF32OnLowp});
   c.run = [=](OpContext& ctx) {
     const Tensor hx = ctx.random(x);
     const Tensor dx = ctx.device(detail::channels_last(hx));
@@ -739,16 +755,18 @@ inline OpCase resize_bilinear_nhwc_case(const Shape& x, int64_t oh, int64_t ow, 
   return c;
 }
 
-inline OpCase resize_bilinear_add_axes_nhwc_case(const Shape& x, int64_t oh, int64_t ow, int64_t col_channels) {
+inline OpCase resize_bilinear_add_axes_nhwc_case(const Shape& x, int64_t oh, int64_t ow, int64_t col_channels,
+                                                  Storage maps = Storage::F32) {
   OpCase c;
-  c.name = fmt::format("resize_bilinear_add_axes_nhwc_{}_to{}x{}_c{}", detail::dims(x), oh, ow, col_channels);
-  c.storage = Storage::F32;
-  c.bound = {kF32Resize, kF32OnLowp};
+  c.name = fmt::format("resize_bilinear_add_axes_nhwc_{}_to{}x{}_c{}{}", detail::dims(x), oh, ow, col_channels,
+                       detail::maps_suffix(maps));
+  c.storage = maps;
+  c.bound = detail::maps_bound(maps, {kF32Resize, kF32OnLowp});
   c.run = [=](OpContext& ctx) {
     const int64_t C = x[1];
     const auto [hx, by_col, by_row, whole] = detail::axis_case(ctx, x, oh, ow, col_channels);
-    Tensor out = ctx.poisoned({x[0], oh, ow, C}, DType::F32);
-    ctx.be.resize_bilinear_add_axes_nhwc(ctx.device(detail::channels_last(hx), DType::F32),
+    Tensor out = ctx.poisoned({x[0], oh, ow, C});  // the position tables stay float32
+    ctx.be.resize_bilinear_add_axes_nhwc(ctx.device(detail::channels_last(hx)),
                                          ctx.device(by_col, DType::F32), ctx.device(by_row, DType::F32), out);
     ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, &whole, oh, ow)));
   };
@@ -1092,6 +1110,23 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(resize_bilinear_add_axes_nhwc_case({1, 8, 14, 18}, 27, 36, 4));
   t.push_back(resize_bilinear_add_axes_nhwc_case({2, 5, 4, 6}, 7, 11, 2));
   t.push_back(resize_bilinear_add_axes_nhwc_case({1, 4, 5, 5}, 9, 9, 0));
+  // The same ops on maps of the compute dtype (bfloat16 on the GPU and in the
+  // CPU's bf16 mode): vector (channels 4k) and scalar paths, every epilogue.
+  constexpr Storage kMaps = Storage::Compute;
+  t.push_back(conv2d_nhwc_case({.x = {2, 8, 9, 13}, .cout = 8, .k = 3, .pad = 1}, Activation::Relu, true, kMaps));
+  t.push_back(conv2d_nhwc_case({.x = {2, 3, 7, 5}, .cout = 4, .k = 3, .stride = 2, .pad = 1}, Activation::None, false,
+                               kMaps));
+  t.push_back(conv2d_nhwc_case({.x = {1, 6, 6, 6}, .cout = 3, .k = 3, .pad = 1}, Activation::Relu, true, kMaps));
+  t.push_back(conv2d_nhwc_case({.x = {1, 16, 12, 16}, .cout = 2, .k = 1}, Activation::None, false, kMaps));
+  t.push_back(conv2d_nhwc_case({.x = {2, 40, 9, 13}, .cout = 24, .k = 3, .pad = 1, .bias = false}, Activation::None,
+                               true, kMaps));
+  t.push_back(conv_transpose2d_nhwc_case({1, 6, 4, 5}, 8, 4, true, kMaps));
+  t.push_back(conv_transpose2d_nhwc_case({2, 3, 2, 3}, 5, 3, false, kMaps));
+  t.push_back(resize_bilinear_nhwc_case({2, 8, 4, 6}, 7, 11, ResizeAdd::None, kMaps));
+  t.push_back(resize_bilinear_nhwc_case({2, 3, 5, 5}, 9, 9, ResizeAdd::Full, kMaps));
+  t.push_back(resize_bilinear_nhwc_case({2, 16, 27, 36}, 54, 72, ResizeAdd::Planes, kMaps));
+  t.push_back(resize_bilinear_add_axes_nhwc_case({1, 8, 14, 18}, 27, 36, 4, kMaps));
+  t.push_back(resize_bilinear_add_axes_nhwc_case({2, 5, 4, 6}, 7, 11, 2, kMaps));
 
   // Memory.
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {

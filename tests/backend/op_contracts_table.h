@@ -84,7 +84,7 @@ inline std::vector<Violation> make_violations() {
   const auto add = [&t](std::string name, std::string op, std::string needle, std::function<void(Ctx&)> call) {
     t.push_back({std::move(name), std::move(op), std::move(needle), std::move(call)});
   };
-  constexpr DType F16 = DType::F16, I32 = DType::I32;
+  constexpr DType F16 = DType::F16, BF16 = DType::BF16, I32 = DType::I32;
 
   // ---- memory: upload, upload_into, download, download_async, fill, convert ----
   add("upload_from_the_device", "upload", "host", [](Ctx& c) { c.be.upload(c.off_host({4}), DType::F32); });
@@ -862,6 +862,23 @@ inline std::vector<Violation> make_violations() {
     ConvNhwc k{c};
     k.out = c.f32({5, 5, 3});
     k.run();
+  });
+  // The maps and weights of one op share a dtype (float32, or bfloat16 where
+  // the backend computes in it); the bias stays float32.
+  add("conv2d_nhwc_weight_float32_for_bfloat16_maps", "conv2d_nhwc", "bfloat16", [](Ctx& c) {
+    ConvNhwc k{c};
+    k.x = c.t({1, 5, 5, 2}, BF16);
+    k.out = c.t({1, 5, 5, 3}, BF16);
+    k.run();
+  });
+  add("conv2d_nhwc_bias_bfloat16", "conv2d_nhwc", "bias", [](Ctx& c) {
+    ConvNhwc k{c};
+    k.b = c.t({3}, BF16);
+    k.run();
+  });
+  add("resize_bilinear_nhwc_float16_maps", "resize_bilinear_nhwc", "x", [](Ctx& c) {
+    Tensor out = c.t({1, 6, 8, 2}, F16);
+    c.be.resize_bilinear_nhwc(c.t({1, 3, 4, 2}, F16), nullptr, out);
   });
   // conv_transpose2d_nhwc: x[1, 3, 3, 2], w[2, 4, 2, 2], k 2 -> out[1, 6, 6, 4]
   add("conv_transpose2d_nhwc_out_wrong_size", "conv_transpose2d_nhwc", "is not [1, 6, 6, 4]", [](Ctx& c) {

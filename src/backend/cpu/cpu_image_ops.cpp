@@ -165,10 +165,34 @@ void CpuBackend::resize_bilinear_add_axes(const Tensor& x, const Tensor& by_col,
 
 // ---- channels last ----------------------------------------------------------
 
+namespace {
+
+// bfloat16 maps (option depth_head_dtype bf16) on the CPU are computed in
+// float32 on widened copies, and the output is rounded once: the option
+// runs, and is tested, on every backend, while its speed is the CUDA
+// backend's (bf16 tensor cores). These helpers are the widening.
+bool bf16_maps(const Tensor& x) { return x.dtype() == DType::BF16; }
+Tensor widened(const Tensor& t) { return t.to_dtype(DType::F32); }
+Tensor float_like(const Tensor& out) { return Tensor::empty(out.shape()); }
+void round_into(const Tensor& f32, Tensor& out) {
+  const Tensor rounded = f32.to_dtype(out.dtype());
+  std::memcpy(out.data(), rounded.data(), out.nbytes());
+}
+
+}  // namespace
+
 void CpuBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad, Tensor& out,
                              const ConvEpilogue& epilogue) {
   const contracts::ConvDims d =
       contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue);
+  if (bf16_maps(x)) {
+    const Tensor residual = epilogue.residual != nullptr ? widened(*epilogue.residual) : Tensor();
+    Tensor y = float_like(out);
+    conv2d_nhwc(widened(x), widened(w), b, stride, pad, y,
+                {.act = epilogue.act, .residual = epilogue.residual != nullptr ? &residual : nullptr});
+    round_into(y, out);
+    return;
+  }
   ConvShape shape{d.in.n, d.in.c, d.in.h, d.in.w, d.out.c, d.kernel, stride, pad};
   shape.channels_last = true;
   convolutions_->run(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, out.f32());
@@ -186,6 +210,12 @@ void CpuBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, 
 
 void CpuBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, int k, Tensor& out) {
   const contracts::ConvDims d = contracts::check_conv_transpose2d(contract(), x, w, b, k, out, MapLayout::ChannelsLast);
+  if (bf16_maps(x)) {
+    Tensor y = float_like(out);
+    conv_transpose2d_nhwc(widened(x), widened(w), b, k, y);
+    round_into(y, out);
+    return;
+  }
   const contracts::Nchw& in = d.in;
   const contracts::Nchw& o = d.out;
   // Each input pixel p (a row of x) gives a k x k block of output pixels:
@@ -240,6 +270,13 @@ void resize_nhwc(const contracts::Nchw& in, const contracts::Nchw& o, const floa
 
 void CpuBackend::resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tensor& out) {
   const contracts::MapDims d = contracts::check_resize_bilinear(contract(), x, add, out, MapLayout::ChannelsLast);
+  if (bf16_maps(x)) {
+    const Tensor term = add != nullptr ? widened(*add) : Tensor();
+    Tensor y = float_like(out);
+    resize_bilinear_nhwc(widened(x), add != nullptr ? &term : nullptr, y);
+    round_into(y, out);
+    return;
+  }
   const contracts::Nchw& o = d.out;
   if (add == nullptr) {
     resize_nhwc(d.in, o, x.f32(), out.f32(), [](int64_t, int64_t, int64_t, int64_t) { return 0.0f; });
@@ -257,6 +294,12 @@ void CpuBackend::resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& by
                                                Tensor& out) {
   const contracts::MapDims d =
       contracts::check_resize_bilinear_add_axes(contract(), x, by_col, by_row, out, MapLayout::ChannelsLast);
+  if (bf16_maps(x)) {
+    Tensor y = float_like(out);
+    resize_bilinear_add_axes_nhwc(widened(x), by_col, by_row, y);
+    round_into(y, out);
+    return;
+  }
   const contracts::Nchw& o = d.out;
   const int64_t cc = by_col.dim(0);
   const float* cols = by_col.f32();

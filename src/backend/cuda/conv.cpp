@@ -63,8 +63,8 @@ struct ConvPlan {
 
 std::string ConvShape::describe() const {
   if (channels_last)
-    return fmt::format("NHWC [{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {})", batches, height, width,
-                       in_channels, out_channels, kernel, kernel, in_channels, stride, pad);
+    return fmt::format("NHWC{} [{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {})", bf16 ? " bfloat16" : "",
+                       batches, height, width, in_channels, out_channels, kernel, kernel, in_channels, stride, pad);
   return fmt::format("[{}, {}, {}, {}] * [{}, {}, {}, {}] (stride {}, pad {})", batches, in_channels, height, width,
                      out_channels, in_channels, kernel, kernel, stride, pad);
 }
@@ -101,24 +101,30 @@ struct Conv::Impl {
     LB_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
     // The dims are given as (n, c, h, w) either way; the format says how they lie in memory.
     const cudnnTensorFormat_t format = s.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, format, CUDNN_DATA_FLOAT, to_int(s.batches, s),
-                                              to_int(s.in_channels, s), to_int(s.height, s), to_int(s.width, s)));
-    LB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, CUDNN_DATA_FLOAT, format, to_int(s.out_channels, s),
+    // bfloat16 maps and weights with float32 sums (cuDNN's pseudo-bf16
+    // configuration); their products are exact in float32, so tensor cores
+    // are allowed whatever the TF32 setting.
+    const bool bf16 = s.bf16;
+    const cudnnDataType_t data = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    const bool tensor_cores = allow_tf32 || bf16;
+    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, format, data, to_int(s.batches, s), to_int(s.in_channels, s),
+                                              to_int(s.height, s), to_int(s.width, s)));
+    LB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, data, format, to_int(s.out_channels, s),
                                               to_int(s.in_channels, s), to_int(s.kernel, s), to_int(s.kernel, s)));
     const int pad = to_int(s.pad, s), stride = to_int(s.stride, s);
     LB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                                    CUDNN_DATA_FLOAT));
-    const cudnnMathType_t requested = allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    const cudnnMathType_t requested = tensor_cores ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
     LB_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, requested));
     int n = 0, c = 0, oh = 0, ow = 0;
     LB_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &c, &oh, &ow));
     LB_ASSERT(n == s.batches && c == s.out_channels && oh == s.out_height() && ow == s.out_width());
-    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, format, CUDNN_DATA_FLOAT, n, c, oh, ow));
+    LB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, format, data, n, c, oh, ow));
 
     // Candidates best first. A candidate may name a math type other than the
     // descriptor's (see cuDNN's notes on cudnnGet); it is used with that math
-    // type when it stays within float32/TF32, and only if cuDNN accepts the
-    // pair (the workspace query fails otherwise).
+    // type when it stays within float32/TF32 (bf16: its tensor cores), and
+    // only if cuDNN accepts the pair (the workspace query fails otherwise).
     int max_count = 0;
     LB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> candidates(static_cast<size_t>(std::max(max_count, 1)));
@@ -130,7 +136,7 @@ struct Conv::Impl {
       const cudnnConvolutionFwdAlgoPerf_t& p = candidates[static_cast<size_t>(i)];
       if (p.status != CUDNN_STATUS_SUCCESS) continue;
       if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;  // would round to float16
-      const cudnnMathType_t math = allow_tf32 ? p.mathType : CUDNN_FMA_MATH;
+      const cudnnMathType_t math = tensor_cores ? p.mathType : CUDNN_FMA_MATH;
       if (cudnnSetConvolutionMathType(plan->conv, math) != CUDNN_STATUS_SUCCESS) continue;
       size_t bytes = 0;
       if (cudnnGetConvolutionForwardWorkspaceSize(h, plan->x, plan->w, plan->conv, plan->y, p.algo, &bytes) !=
@@ -153,7 +159,7 @@ Conv::~Conv() = default;
 size_t Conv::plan_count() const { return impl_->plans.size(); }
 void Conv::release_workspace() { impl_->workspace.release(); }
 
-void Conv::forward(const ConvShape& s, const float* x, const float* w, float* y) {
+void Conv::forward(const ConvShape& s, const void* x, const void* w, void* y) {
   if (s.batches == 0 || s.out_channels == 0 || s.out_height() <= 0 || s.out_width() <= 0) return;
   const ConvPlan& plan = impl_->plan_for(s);
   void* workspace = plan.workspace > 0 ? impl_->workspace.get(plan.workspace) : nullptr;

@@ -1,4 +1,5 @@
-// 2-D convolutions of the DPT head through cuDNN (float32, NCHW or NHWC).
+// 2-D convolutions of the DPT head through cuDNN (float32, NCHW or NHWC;
+// bfloat16 NHWC with float32 sums).
 //
 // Channels last (NHWC maps, KRSC weights) is the layout cuDNN's tensor-core
 // kernels read and write natively; NCHW makes it transpose the input and
@@ -28,6 +29,7 @@ struct ConvShape {
   int64_t batches = 0, in_channels = 0, height = 0, width = 0;
   int64_t out_channels = 0, kernel = 0, stride = 1, pad = 0;
   bool channels_last = false;  // x [n, h, w, c], w [k, r, s, c], y [n, oh, ow, k]; else NCHW and KCRS
+  bool bf16 = false;           // x, w and y bfloat16 (sums in float32); else float32
   int64_t out_height() const { return (height + 2 * pad - kernel) / stride + 1; }
   int64_t out_width() const { return (width + 2 * pad - kernel) / stride + 1; }
   std::string describe() const;
@@ -43,8 +45,8 @@ class Conv {
 
   // y[n, cout, oh, ow] = sum over (ci, ky, kx) of w[cout, ci, ky, kx] *
   // x[n, ci, oy*stride - pad + ky, ox*stride - pad + kx] (zero outside), no
-  // bias; each tensor in the shape's layout.
-  void forward(const ConvShape& shape, const float* x, const float* w, float* y);
+  // bias; each tensor in the shape's layout and dtype.
+  void forward(const ConvShape& shape, const void* x, const void* w, void* y);
   size_t plan_count() const;
   // Frees the workspace (grown to the largest convolution so far, e.g. a
   // multi-frame batch's); the next convolution that needs one allocates it.

@@ -734,9 +734,11 @@ void CudaBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b,
   const char* op = "conv2d_nhwc";
   const contracts::ConvDims d =
       contracts::check_conv2d(contract(), x, w, b, stride, pad, out, MapLayout::ChannelsLast, epilogue);
-  lane_->conv->forward(conv_shape(d, stride, pad, true), x.data_as<const float>(), w.data_as<const float>(),
-                       out.data_as<float>());
-  kernels::conv_epilogue_nhwc(out.data_as<float>(), f32_or_null(b), f32_or_null(epilogue.residual),
+  ConvShape shape = conv_shape(d, stride, pad, true);
+  shape.bf16 = x.dtype() == DType::BF16;
+  lane_->conv->forward(shape, x.data(), w.data(), out.data());
+  kernels::conv_epilogue_nhwc(out.data(), out.dtype(), f32_or_null(b),
+                              epilogue.residual != nullptr ? epilogue.residual->data() : nullptr,
                               epilogue.act == Activation::Relu, d.out.n * d.out.h * d.out.w, d.out.c, lane_->stream);
   after_op(op);
 }
@@ -750,7 +752,8 @@ void CudaBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const 
   // output pixels, y[p, (co, ky, kx)] = sum_ci x[p, ci] w[ci, (co, ky, kx)]:
   // one matrix product over every pixel of every batch, then a scatter that
   // adds the bias. Column-major: y^T (okk x P) = w^T (w stored as is: okk x
-  // Cin) * x^T (x stored as is: Cin x P).
+  // Cin) * x^T (x stored as is: Cin x P). The sums y are float32 for bfloat16
+  // maps too, rounded once in the scatter after the bias.
   const int64_t pixels = in.n * in.h * in.w, okk = o.c * k * k;
   MatmulShape s;
   s.transpose_a = false;
@@ -761,11 +764,11 @@ void CudaBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const 
   s.lda = okk;
   s.ldb = in.c;
   s.ldd = okk;
-  s.ab_type = DType::F32;
+  s.ab_type = x.dtype();
   s.d_type = DType::F32;
   float* y = lane_->scratch->get_as<float>(okk * pixels);
   lane_->gemm->matmul(s, w.data(), x.data(), nullptr, y);
-  kernels::scatter_transposed_conv_nhwc(y, f32_or_null(b), out.data_as<float>(), in.n, o.c, in.h, in.w, k,
+  kernels::scatter_transposed_conv_nhwc(y, f32_or_null(b), out.data(), out.dtype(), in.n, o.c, in.h, in.w, k,
                                         lane_->stream);
   after_op(op);
 }
@@ -779,8 +782,8 @@ void CudaBackend::resize_bilinear_nhwc(const Tensor& x, const Tensor* add, Tenso
            "resize_bilinear_nhwc: rows of {} -> {} pixels of {} channels are wider than the kernel indexes", in.w,
            o.w, o.c);
   const int64_t add_maps = add != nullptr ? add->numel() / (o.h * o.w * o.c) : 0;
-  kernels::resize_bilinear_nhwc(x.data_as<const float>(), f32_or_null(add), add_maps, out.data_as<float>(), o.n, o.c,
-                                in.h, in.w, o.h, o.w, lane_->stream);
+  kernels::resize_bilinear_nhwc(x.data(), add != nullptr ? add->data() : nullptr, add_maps, out.data(), out.dtype(),
+                                o.n, o.c, in.h, in.w, o.h, o.w, lane_->stream);
   after_op(op);
 }
 
@@ -795,8 +798,8 @@ void CudaBackend::resize_bilinear_add_axes_nhwc(const Tensor& x, const Tensor& b
            "resize_bilinear_add_axes_nhwc: rows of {} -> {} pixels of {} channels are wider than the kernel indexes",
            in.w, o.w, o.c);
   const kernels::AxisTerm axes{by_col.data_as<const float>(), by_row.data_as<const float>(), by_col.dim(0), o.c};
-  kernels::resize_bilinear_nhwc(x.data_as<const float>(), nullptr, 0, out.data_as<float>(), o.n, o.c, in.h, in.w, o.h,
-                                o.w, lane_->stream, axes);
+  kernels::resize_bilinear_nhwc(x.data(), nullptr, 0, out.data(), out.dtype(), o.n, o.c, in.h, in.w, o.h, o.w,
+                                lane_->stream, axes);
   after_op(op);
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 namespace lingbot::cuda::kernels {
 
@@ -107,29 +108,42 @@ __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float*
 }
 
 // ---- channels last ----------------------------------------------------------
+// Maps of float32 or bfloat16 (T), every sum in float32; biases and position
+// terms stay float32.
 
-// V consecutive floats, as one vector access where V is 4 (the caller checks
-// the alignment).
-template <int V>
+// V consecutive elements of T as floats, as one vector access where V is 4
+// (the caller checks the alignment).
+template <typename T, int V>
 struct Floats {
   float v[V];
-  __device__ __forceinline__ static Floats load(const float* p) {
+  __device__ __forceinline__ static Floats load(const T* p) {
     Floats f;
-    if constexpr (V == 4) {
+    if constexpr (V == 4 && std::is_same_v<T, float>) {
       const float4 q = *reinterpret_cast<const float4*>(p);
       f.v[0] = q.x, f.v[1] = q.y, f.v[2] = q.z, f.v[3] = q.w;
+    } else if constexpr (V == 4) {  // four 16-bit values: one 8-byte load
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      const T* e = reinterpret_cast<const T*>(&q);
+#pragma unroll
+      for (int t = 0; t < V; ++t) f.v[t] = to_float(e[t]);
     } else {
 #pragma unroll
-      for (int t = 0; t < V; ++t) f.v[t] = p[t];
+      for (int t = 0; t < V; ++t) f.v[t] = to_float(p[t]);
     }
     return f;
   }
-  __device__ __forceinline__ void store(float* p) const {
-    if constexpr (V == 4) {
+  __device__ __forceinline__ void store(T* p) const {
+    if constexpr (V == 4 && std::is_same_v<T, float>) {
       *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    } else if constexpr (V == 4) {
+      uint2 q;
+      T* e = reinterpret_cast<T*>(&q);
+#pragma unroll
+      for (int t = 0; t < V; ++t) e[t] = from_float<T>(v[t]);
+      *reinterpret_cast<uint2*>(p) = q;
     } else {
 #pragma unroll
-      for (int t = 0; t < V; ++t) p[t] = v[t];
+      for (int t = 0; t < V; ++t) p[t] = from_float<T>(v[t]);
     }
   }
 };
@@ -137,20 +151,20 @@ struct Floats {
 // out[p, c] = act(out[p, c] + bias[c] + residual[p, c]) over [pixels,
 // channels], V elements per thread (V divides channels); bias and residual
 // may be null. The sums in the order of separate bias and add passes.
-template <int V>
-__global__ void conv_epilogue_nhwc_kernel(float* __restrict__ out, const float* __restrict__ bias,
-                                          const float* __restrict__ residual, bool relu_out, int64_t n,
+template <typename T, int V>
+__global__ void conv_epilogue_nhwc_kernel(T* __restrict__ out, const float* __restrict__ bias,
+                                          const T* __restrict__ residual, bool relu_out, int64_t n,
                                           int64_t channels) {
   const int64_t step = int64_t{gridDim.x} * blockDim.x * V;
   for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * V; i < n; i += step) {
-    Floats<V> v = Floats<V>::load(out + i);
+    Floats<T, V> v = Floats<T, V>::load(out + i);
     if (bias != nullptr) {
-      const Floats<V> b = Floats<V>::load(bias + i % channels);
+      const Floats<float, V> b = Floats<float, V>::load(bias + i % channels);
 #pragma unroll
       for (int t = 0; t < V; ++t) v.v[t] += b.v[t];
     }
     if (residual != nullptr) {
-      const Floats<V> r = Floats<V>::load(residual + i);
+      const Floats<T, V> r = Floats<T, V>::load(residual + i);
 #pragma unroll
       for (int t = 0; t < V; ++t) v.v[t] += r.v[t];
     }
@@ -163,9 +177,10 @@ __global__ void conv_epilogue_nhwc_kernel(float* __restrict__ out, const float* 
 }
 
 // out[b, oy, ox, co] = y[(b, oy / k, ox / k), (co * k + oy % k) * k + ox % k] + bias[co]:
-// y holds one row of cout * k * k per input pixel.
+// y (float32 sums) holds one row of cout * k * k per input pixel.
+template <typename T>
 __global__ void scatter_transposed_conv_nhwc_kernel(const float* __restrict__ y, const float* __restrict__ bias,
-                                                    float* __restrict__ out, int64_t n, int64_t cout, int64_t h,
+                                                    T* __restrict__ out, int64_t n, int64_t cout, int64_t h,
                                                     int64_t w, int k) {
   const int64_t oh = h * k, ow = w * k;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
@@ -173,7 +188,7 @@ __global__ void scatter_transposed_conv_nhwc_kernel(const float* __restrict__ y,
     const int64_t ox = pixel % ow, oy = (pixel / ow) % oh, b = pixel / (ow * oh);
     const int64_t in_pixel = (b * h + oy / k) * w + ox / k;
     const float v = y[in_pixel * cout * k * k + (co * k + oy % k) * k + ox % k];
-    out[o] = bias ? v + bias[co] : v;
+    out[o] = from_float<T>(bias ? v + bias[co] : v);
   }
 }
 
@@ -181,34 +196,34 @@ __global__ void scatter_transposed_conv_nhwc_kernel(const float* __restrict__ y,
 // output row (n, oy), threads along the row's (ox, c) elements, V channels
 // each (V divides C). add: whole [oh, ow, C] maps, add_maps of them,
 // repeating over n.
-template <int V>
-__global__ void resize_bilinear_nhwc_kernel(const float* __restrict__ x, const float* __restrict__ add,
-                                            int64_t add_maps, AxisTerm axes, float* __restrict__ out, int64_t rows,
-                                            int64_t ih, int64_t iw, int64_t oh, int ow, int channels, float scale_h,
-                                            float scale_w) {
+template <typename T, int V>
+__global__ void resize_bilinear_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ add, int64_t add_maps,
+                                            AxisTerm axes, T* __restrict__ out, int64_t rows, int64_t ih, int64_t iw,
+                                            int64_t oh, int ow, int channels, float scale_h, float scale_w) {
   const int row_vectors = ow * channels / V;
   const int last = static_cast<int>(iw - 1);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t n = row / oh, oy = row - n * oh;
     const Tap<int64_t> ty = tap(scale_h, oy, ih - 1);
     const float ly = ty.l, hy = 1.0f - ly;
-    const float* r0 = x + (n * ih + ty.i0) * iw * channels;
-    const float* r1 = x + (n * ih + ty.i1) * iw * channels;
-    const float* a = add != nullptr ? add + ((n % add_maps) * oh + oy) * ow * channels : nullptr;
-    float* o = out + row * ow * channels;
+    const T* r0 = x + (n * ih + ty.i0) * iw * channels;
+    const T* r1 = x + (n * ih + ty.i1) * iw * channels;
+    const T* a = add != nullptr ? add + ((n % add_maps) * oh + oy) * ow * channels : nullptr;
+    T* o = out + row * ow * channels;
     for (int j = threadIdx.x; j < row_vectors; j += blockDim.x) {
       const int e = j * V, ox = e / channels, c = e - ox * channels;
       const Tap<int> tx = tap(scale_w, ox, last);
       const int x0 = tx.i0, x1 = tx.i1;
       const float lx = tx.l, hx = 1.0f - lx;
-      const Floats<V> p00 = Floats<V>::load(r0 + x0 * channels + c), p01 = Floats<V>::load(r0 + x1 * channels + c);
-      const Floats<V> p10 = Floats<V>::load(r1 + x0 * channels + c), p11 = Floats<V>::load(r1 + x1 * channels + c);
-      Floats<V> v;
+      using F = Floats<T, V>;
+      const F p00 = F::load(r0 + x0 * channels + c), p01 = F::load(r0 + x1 * channels + c);
+      const F p10 = F::load(r1 + x0 * channels + c), p11 = F::load(r1 + x1 * channels + c);
+      F v;
 #pragma unroll
       for (int t = 0; t < V; ++t)
         v.v[t] = hy * (hx * p00.v[t] + lx * p01.v[t]) + ly * (hx * p10.v[t] + lx * p11.v[t]);
       if (a != nullptr) {
-        const Floats<V> term = Floats<V>::load(a + e);
+        const F term = F::load(a + e);
 #pragma unroll
         for (int t = 0; t < V; ++t) v.v[t] += term.v[t];  // rounded once more, as a separate add pass would
       } else if (axes.channels > 0) {
@@ -273,29 +288,38 @@ void resize_bilinear(const float* x, const float* add, int64_t add_planes, float
   LB_CUDA_CHECK_LAUNCH();
 }
 
-void conv_epilogue_nhwc(float* out, const float* bias, const float* residual, bool relu_out, int64_t pixels,
-                       int64_t channels, cudaStream_t stream) {
+void conv_epilogue_nhwc(void* out, DType maps, const float* bias, const void* residual, bool relu_out,
+                        int64_t pixels, int64_t channels, cudaStream_t stream) {
   const int64_t n = pixels * channels;
   if (n == 0 || (bias == nullptr && residual == nullptr && !relu_out)) return;
   const bool vector = channels % 4 == 0 && aligned16(out) && (bias == nullptr || aligned16(bias)) &&
                       (residual == nullptr || aligned16(residual));
-  if (vector) {
-    conv_epilogue_nhwc_kernel<4><<<grid_for(n / 4), kThreads, 0, stream>>>(out, bias, residual, relu_out, n, channels);
-  } else {
-    conv_epilogue_nhwc_kernel<1><<<grid_for(n), kThreads, 0, stream>>>(out, bias, residual, relu_out, n, channels);
-  }
+  dispatch_float(maps, "conv_epilogue_nhwc", [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out);
+    const T* r = static_cast<const T*>(residual);
+    if (vector) {
+      conv_epilogue_nhwc_kernel<T, 4><<<grid_for(n / 4), kThreads, 0, stream>>>(o, bias, r, relu_out, n, channels);
+    } else {
+      conv_epilogue_nhwc_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(o, bias, r, relu_out, n, channels);
+    }
+  });
   LB_CUDA_CHECK_LAUNCH();
 }
 
-void scatter_transposed_conv_nhwc(const float* y, const float* bias, float* out, int64_t batches, int64_t cout,
-                                  int64_t h, int64_t w, int k, cudaStream_t stream) {
+void scatter_transposed_conv_nhwc(const float* y, const float* bias, void* out, DType maps, int64_t batches,
+                                  int64_t cout, int64_t h, int64_t w, int k, cudaStream_t stream) {
   const int64_t n = batches * h * k * w * k * cout;
   if (n == 0) return;
-  scatter_transposed_conv_nhwc_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, bias, out, n, cout, h, w, k);
+  dispatch_float(maps, "scatter_transposed_conv_nhwc", [&](auto tag) {
+    using T = decltype(tag);
+    scatter_transposed_conv_nhwc_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(y, bias, static_cast<T*>(out), n, cout, h, w, k);
+  });
   LB_CUDA_CHECK_LAUNCH();
 }
 
-void resize_bilinear_nhwc(const float* x, const float* add, int64_t add_maps, float* out, int64_t batches,
+void resize_bilinear_nhwc(const void* x, const void* add, int64_t add_maps, void* out, DType maps, int64_t batches,
                           int64_t channels, int64_t ih, int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream,
                           const AxisTerm& axes) {
   const int64_t n = batches * oh * ow * channels;
@@ -306,13 +330,19 @@ void resize_bilinear_nhwc(const float* x, const float* add, int64_t add_maps, fl
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
   const int c = static_cast<int>(channels), w = static_cast<int>(ow);
   const bool vector = channels % 4 == 0 && aligned16(x) && aligned16(out) && (add == nullptr || aligned16(add));
-  if (vector) {
-    resize_bilinear_nhwc_kernel<4><<<blocks, kRowThreads, 0, stream>>>(x, add, add_maps, axes, out, rows, ih, iw, oh,
-                                                                       w, c, scale_h, scale_w);
-  } else {
-    resize_bilinear_nhwc_kernel<1><<<blocks, kRowThreads, 0, stream>>>(x, add, add_maps, axes, out, rows, ih, iw, oh,
-                                                                       w, c, scale_h, scale_w);
-  }
+  dispatch_float(maps, "resize_bilinear_nhwc", [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(x);
+    const T* a = static_cast<const T*>(add);
+    T* dst = static_cast<T*>(out);
+    if (vector) {
+      resize_bilinear_nhwc_kernel<T, 4>
+          <<<blocks, kRowThreads, 0, stream>>>(src, a, add_maps, axes, dst, rows, ih, iw, oh, w, c, scale_h, scale_w);
+    } else {
+      resize_bilinear_nhwc_kernel<T, 1>
+          <<<blocks, kRowThreads, 0, stream>>>(src, a, add_maps, axes, dst, rows, ih, iw, oh, w, c, scale_h, scale_w);
+    }
+  });
   LB_CUDA_CHECK_LAUNCH();
 }
 

@@ -89,19 +89,21 @@ struct AxisTerm {
 // or the axis term.
 void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
                      int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream, const AxisTerm& axes = {});
-// Channels last ([batches, h, w, channels], float32).
+// Channels last ([batches, h, w, channels]): maps of the dtype `maps`
+// (float32 or bfloat16), sums in float32, bias and the axis term float32.
 // out[p, c] = act(out[p, c] + bias[c] + residual[p, c]) over [pixels, channels]
 // (a convolution's epilogue); bias, residual may be null, relu_out the act.
-void conv_epilogue_nhwc(float* out, const float* bias, const float* residual, bool relu_out, int64_t pixels,
-                        int64_t channels, cudaStream_t stream);
+void conv_epilogue_nhwc(void* out, DType maps, const float* bias, const void* residual, bool relu_out,
+                        int64_t pixels, int64_t channels, cudaStream_t stream);
 // out[b, iy*k + ky, ix*k + kx, co] = y[(b, iy, ix), (co, ky, kx)] + bias[co]:
 // y float32 [batches * h * w, cout * k * k]; bias may be null.
-void scatter_transposed_conv_nhwc(const float* y, const float* bias, float* out, int64_t batches, int64_t cout,
-                                  int64_t h, int64_t w, int k, cudaStream_t stream);
+void scatter_transposed_conv_nhwc(const float* y, const float* bias, void* out, DType maps, int64_t batches,
+                                  int64_t cout, int64_t h, int64_t w, int k, cudaStream_t stream);
 // resize_bilinear on x [batches, ih, iw, channels] -> out [batches, oh, ow,
-// channels]; add: add_maps whole [oh, ow, channels] maps repeating over the
-// batches, or the axis term (its channels field set), or neither.
-void resize_bilinear_nhwc(const float* x, const float* add, int64_t add_maps, float* out, int64_t batches,
+// channels]; add (maps' dtype): add_maps whole [oh, ow, channels] maps
+// repeating over the batches, or the axis term (its channels field set), or
+// neither.
+void resize_bilinear_nhwc(const void* x, const void* add, int64_t add_maps, void* out, DType maps, int64_t batches,
                           int64_t channels, int64_t ih, int64_t iw, int64_t oh, int64_t ow, cudaStream_t stream,
                           const AxisTerm& axes = {});
 
