@@ -83,6 +83,10 @@
          "Layout of the depth head's feature maps: nhwc (channels last: the convolutions run without layout "   \
          "transposes, faster on GPU and CPU) or nchw (channels first, as upstream). Same results up to "        \
          "float32 rounding")                                                                                   \
+  CHOICE(Stream, depth_head_dtype, "fp32", "fp32|bf16",                                                         \
+         "Number type of the depth head's feature maps and convolution weights: fp32 (as upstream; TF32 "       \
+         "convolutions on a GPU) or bf16 (bfloat16 with float32 sums: half the bytes and bf16 tensor cores on " \
+         "a GPU; on the CPU only with --cpu-dtype bf16, computed widened). Needs depth_head_layout nhwc")      \
   INT(Preprocess, image_size, 518, 1, INT_MAX,                                                                  \
       "Frame width after preprocessing (crop) or its longest side (pad), in pixels")                            \
   CHOICE(Preprocess, preprocess, "crop", "crop|pad",                                                            \

@@ -207,6 +207,9 @@ StreamOptions stream_options(const Options& o, const ModelConfig& config) {
                                                             : StreamOptions::HeadWeights::Auto;
   s.depth_head_layout =
       o.depth_head_layout == "nchw" ? StreamOptions::MapsLayout::ChannelsFirst : StreamOptions::MapsLayout::ChannelsLast;
+  s.depth_head_bf16 = o.depth_head_dtype == "bf16";
+  LB_CHECK(!s.depth_head_bf16 || s.depth_head_layout == StreamOptions::MapsLayout::ChannelsLast,
+           "option depth_head_dtype bf16 needs depth_head_layout nhwc (--depth-head-layout nhwc)");
   if (o.camera_iterations) s.camera_iterations = *o.camera_iterations;
   s.cache_layout = o.kv_cache == "dense" ? kv::Layout::Dense : kv::Layout::Paged;
   s.keyframe_interval = o.keyframe_interval;

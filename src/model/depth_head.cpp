@@ -36,8 +36,16 @@ bool is_depth_head_conv_weight(std::string_view name) {
   return name.starts_with("depth_head.scratch.");
 }
 
-DepthHead::DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config, MapLayout layout)
-    : be_(be), w_(w), config_(config), layout_(layout) {}
+bool is_depth_head_map_weight(std::string_view name) {
+  return is_depth_head_conv_weight(name) || name == "depth_head.resize_layers.0.weight" ||
+         name == "depth_head.resize_layers.1.weight";
+}
+
+DepthHead::DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config, MapLayout layout, DType maps)
+    : be_(be), w_(w), config_(config), layout_(layout), maps_(maps) {
+  LB_CHECK(maps == DType::F32 || (maps == DType::BF16 && layout == MapLayout::ChannelsLast),
+           "internal error: the depth head's {} maps need channels last", dtype_name(maps));
+}
 
 Shape DepthHead::map_shape(int64_t n, int64_t c, int64_t h, int64_t w) const {
   return layout_ == MapLayout::ChannelsFirst ? Shape{n, c, h, w} : Shape{n, h, w, c};
@@ -84,7 +92,7 @@ void DepthHead::conv(const Tensor& x, const std::string& layer, bool bias, int s
 }
 
 void DepthHead::residual_unit(Workspace& ws, const std::string& prefix, Tensor& x, Tensor& out) {
-  Tensor& mid = ws.get("dpt.rcu_mid", x.shape(), DType::F32);
+  Tensor& mid = ws.get("dpt.rcu_mid", x.shape(), maps_);
   be_.relu(x, x);  // in place, as upstream's nn.ReLU(inplace=True): the skip below adds relu(x)
   conv(x, prefix + ".conv1", true, 1, 1, mid, {.act = Activation::Relu});
   conv(mid, prefix + ".conv2", true, 1, 1, out, {.residual = &x});
@@ -94,21 +102,21 @@ void DepthHead::fuse(Workspace& ws, int index, Tensor& x, Tensor* skip, int h, i
                      Tensor* resized_into) {
   const std::string p = fmt::format("{}.scratch.refinenet{}", kP, index);
   const Shape& s = x.shape();
-  Tensor& sum = ws.get(fmt::format("dpt.fuse{}.sum", index), s, DType::F32);
+  Tensor& sum = ws.get(fmt::format("dpt.fuse{}.sum", index), s, maps_);
   if (skip != nullptr) {
-    Tensor& res = ws.get(fmt::format("dpt.fuse{}.res", index), s, DType::F32);
+    Tensor& res = ws.get(fmt::format("dpt.fuse{}.res", index), s, maps_);
     residual_unit(ws, p + ".resConfUnit1", *skip, res);
     be_.add(x, res, sum);
   } else {
     be_.copy_rows(x, sum, {1, x.numel(), 1, 0, 0, 0, 0});
   }
-  Tensor& unit = ws.get(fmt::format("dpt.fuse{}.unit", index), s, DType::F32);
+  Tensor& unit = ws.get(fmt::format("dpt.fuse{}.unit", index), s, maps_);
   residual_unit(ws, p + ".resConfUnit2", sum, unit);
   const bool first = layout_ == MapLayout::ChannelsFirst;
   Tensor& resized = resized_into != nullptr
                         ? *resized_into
                         : ws.get(fmt::format("dpt.fuse{}.resized", index), map_shape(s[0], s[first ? 1 : 3], h, w),
-                                 DType::F32);
+                                 maps_);
   if (first) {
     be_.resize_bilinear(unit, resized);
   } else {
@@ -157,12 +165,19 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
                                  : projected.reshape({S, gh, gw, oc[i]});
     if (channels_first) be_.tokens_to_nchw(projected, gh, gw, maps);
     be_.add_broadcast(maps, position_embedding(oc[i], gh, gw, aspect));
+    // bfloat16 maps from here on: the projection and its position term
+    // stay float32 (a small map), rounded once.
+    if (maps_ != f32) {
+      Tensor& rounded = ws.get(fmt::format("dpt.maps{}", i), maps.shape(), maps_);
+      be_.convert(maps, rounded);
+      maps = rounded;
+    }
 
     const Tensor* level = &maps;
     const std::string rw = fmt::format("{}.resize_layers.{}", kP, i);
     if (i == 0 || i == 1) {
       const int k = i == 0 ? 4 : 2;
-      Tensor& up = ws.get(fmt::format("dpt.resized{}", i), map_shape(S, oc[i], gh * k, gw * k), f32);
+      Tensor& up = ws.get(fmt::format("dpt.resized{}", i), map_shape(S, oc[i], gh * k, gw * k), maps_);
       if (channels_first) {
         be_.conv_transpose2d(maps, w_.get(rw + ".weight"), &w_.get(rw + ".bias"), k, up);
       } else {
@@ -170,11 +185,12 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
       }
       level = &up;
     } else if (i == 3) {
-      Tensor& down = ws.get("dpt.resized3", map_shape(S, oc[i], (gh - 1) / 2 + 1, (gw - 1) / 2 + 1), f32);
+      Tensor& down = ws.get("dpt.resized3", map_shape(S, oc[i], (gh - 1) / 2 + 1, (gw - 1) / 2 + 1), maps_);
       conv(maps, rw, true, 2, 1, down);
       level = &down;
     }
-    Tensor& rn = ws.get(fmt::format("dpt.layer{}_rn", i + 1), map_shape(S, F, map_height(*level), map_width(*level)), f32);
+    Tensor& rn =
+        ws.get(fmt::format("dpt.layer{}_rn", i + 1), map_shape(S, F, map_height(*level), map_width(*level)), maps_);
     conv(*level, fmt::format("{}.scratch.layer{}_rn", kP, i + 1), false, 1, 1, rn);
     pyramid[static_cast<size_t>(i)] = &rn;
   }
@@ -188,11 +204,11 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
   auto [h3, w3] = hw(pyramid[2]);
   auto [h2, w2] = hw(pyramid[1]);
   auto [h1, w1] = hw(pyramid[0]);
-  Tensor& f4 = ws.get("dpt.fused4", map_shape(S, F, h3, w3), f32);
+  Tensor& f4 = ws.get("dpt.fused4", map_shape(S, F, h3, w3), maps_);
   fuse(ws, 4, *pyramid[3], nullptr, h3, w3, f4);
-  Tensor& f3 = ws.get("dpt.fused3", map_shape(S, F, h2, w2), f32);
+  Tensor& f3 = ws.get("dpt.fused3", map_shape(S, F, h2, w2), maps_);
   fuse(ws, 3, f4, pyramid[2], h2, w2, f3);
-  Tensor& f2 = ws.get("dpt.fused2", map_shape(S, F, h1, w1), f32);
+  Tensor& f2 = ws.get("dpt.fused2", map_shape(S, F, h1, w1), maps_);
   fuse(ws, 2, f3, pyramid[1], h1, w1, f2);
   // The five largest maps (the last fusion's upsampled input and output,
   // then output_conv1's result, the full-resolution map and the hidden
@@ -205,8 +221,8 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
   const Shape hidden_shape = map_shape(S, 32, H, W);
   const int64_t x_elems = std::max({shape_numel(resized_shape), shape_numel(head1_shape), shape_numel(hidden_shape)});
   const int64_t y_elems = std::max(shape_numel(f1_shape), shape_numel(full_shape));
-  Tensor& x_buffer = ws.get("dpt.tail_x", {x_elems}, f32);
-  Tensor& y_buffer = ws.get("dpt.tail_y", {y_elems}, f32);
+  Tensor& x_buffer = ws.get("dpt.tail_x", {x_elems}, maps_);
+  Tensor& y_buffer = ws.get("dpt.tail_y", {y_elems}, maps_);
   const auto in = [](Tensor& buffer, const Shape& shape) { return buffer.slice(0, shape_numel(shape)).reshape(shape); };
   Tensor resized = in(x_buffer, resized_shape), f1 = in(y_buffer, f1_shape);
   fuse(ws, 1, f2, pyramid[0], 2 * h1, 2 * w1, f1, &resized);
@@ -230,9 +246,15 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
     conv(hidden, scratch + ".output_conv2.2", true, 1, 0, out);
     return;
   }
-  // Channels last: the two channels per pixel, then moved to out's [S, 2, H, W].
+  // Channels last: the two channels per pixel, then moved to out's [S, 2, H, W]
+  // (float32: bfloat16 maps are widened first).
   Tensor pixels = in(y_buffer, map_shape(S, 2, H, W));
   conv(hidden, scratch + ".output_conv2.2", true, 1, 0, pixels);
+  if (maps_ != f32) {
+    Tensor& widened = ws.get("dpt.pixels", pixels.shape(), f32);
+    be_.convert(pixels, widened);
+    pixels = widened;
+  }
   be_.tokens_to_nchw(pixels, H, W, out);
 }
 

@@ -15,6 +15,13 @@
 // Channels last needs the convolution weights as [Cout, k, k, Cin]
 // (WeightStorage::depth_head_channels_last); the values are the same either
 // way up to the order of float32 sums.
+//
+// Channels last, the maps can also be bfloat16 (option depth_head_dtype:
+// upstream runs the head in float32): every map after the projections, and
+// the convolution weights (WeightStorage::depth_head_bf16), with float32
+// sums, biases and position terms; the raw output is widened to float32
+// before the activations. Half the bytes of every map and bf16 tensor cores
+// for the convolutions on a GPU; on the CPU the ops widen them (tests).
 #pragma once
 
 #include "model/model_config.h"
@@ -33,6 +40,9 @@ namespace lingbot {
 // Conv2d layers (not its ConvTranspose2d or 1x1 projections): the tensors
 // that channels-last storage keeps as [Cout, k, k, Cin].
 bool is_depth_head_conv_weight(std::string_view name);
+// Those and the weights of its two ConvTranspose2d layers: every weight that
+// multiplies a map, kept in the maps' dtype (WeightStorage::depth_head_bf16).
+bool is_depth_head_map_weight(std::string_view name);
 
 // [a, b, c, d] -> [a, c, d, b] in float32 on the host: a Conv2d weight
 // [Cout, Cin, k, k] as [Cout, k, k, Cin], a map [n, C, h, w] as [n, h, w, C].
@@ -41,9 +51,10 @@ Tensor channels_last_on_host(const Tensor& t);
 class DepthHead {
  public:
   // layout: the feature maps' layout; ChannelsLast needs the weights stored
-  // with WeightStorage::depth_head_channels_last.
+  // with WeightStorage::depth_head_channels_last. maps: their dtype, F32, or
+  // BF16 with ChannelsLast and WeightStorage::depth_head_bf16.
   DepthHead(Backend& be, const DeviceWeights& w, const ModelConfig& config,
-            MapLayout layout = MapLayout::ChannelsFirst);
+            MapLayout layout = MapLayout::ChannelsFirst, DType maps = DType::F32);
 
   // layers: the 4 selected aggregator outputs [S * T, 2E] (float32); the
   // frames' patch grid and image size. Writes the raw two-channel output
@@ -78,6 +89,7 @@ class DepthHead {
   const DeviceWeights& w_;
   ModelConfig config_;
   MapLayout layout_;
+  DType maps_;
   std::map<std::array<int, 3>, Tensor> pos_embed_;  // (channels, h, w) -> [C, h, w] or [h, w, C] on device
   // The full-resolution one by axis (97 MB whole at 378 x 504): (channels,
   // h, w) -> its by_col and by_row tables on device.

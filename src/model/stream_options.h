@@ -59,6 +59,9 @@ struct StreamOptions {
   // are the same up to the order of float32 sums.
   enum class MapsLayout { ChannelsLast, ChannelsFirst };
   MapsLayout depth_head_layout = MapsLayout::ChannelsLast;
+  // Its maps and convolution weights in bfloat16 (option depth_head_dtype
+  // bf16; channels last only) rather than float32.
+  bool depth_head_bf16 = false;
 
   // Windowed mode (upstream inference_windowed): windows of the video, each
   // a fresh stream with its own scale phase, aligned into the first one's

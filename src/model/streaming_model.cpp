@@ -36,7 +36,8 @@ WeightStorage weight_storage_for(const Backend& be, const StreamOptions& o) {
   const bool cpu_bf16 = be.device() == Device::CPU && be.compute_dtype() == DType::BF16;
   return {.camera_head_bf16 = o.camera_head_weights == H::Bf16 ||
                               (o.camera_head_weights == H::Auto && (o.low_memory || cpu_bf16)),
-          .depth_head_channels_last = depth_head_layout_for(o) == MapLayout::ChannelsLast};
+          .depth_head_channels_last = depth_head_layout_for(o) == MapLayout::ChannelsLast,
+          .depth_head_bf16 = o.depth_head_bf16};
 }
 
 // The aggregator's page pool grows in small steps, so that it holds few pages
@@ -107,6 +108,10 @@ StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, co
   LB_CHECK(options.camera_iterations >= 1, "camera iterations must be >= 1, got {}", options.camera_iterations);
   LB_CHECK(options.pipeline_depth >= 0 && options.pipeline_depth <= 2, "pipeline_depth must be 0, 1 or 2, got {}",
            options.pipeline_depth);
+  LB_CHECK(!options.depth_head_bf16 || depth_head_layout_for(options) == MapLayout::ChannelsLast,
+           "depth_head_dtype bf16 needs depth_head_layout nhwc");
+  LB_CHECK(!options.depth_head_bf16 || backend.compute_dtype() == DType::BF16,
+           "depth_head_dtype bf16 needs a backend that computes in bfloat16: the GPU, or the CPU with --cpu-dtype bf16");
   kv::validate(options.cache);
   weights_ = std::make_unique<DeviceWeights>(backend, weights, config, options.allow_extra_tensors,
                                              weight_storage_for(backend, options));
@@ -114,7 +119,8 @@ StreamingModel::StreamingModel(Backend& backend, const WeightSource& weights, co
   aggregator_ = std::make_unique<Aggregator>(backend, *weights_, config, options.cache_layout,
                                              cache_config_for(backend, options.cache), options.num_scale_frames);
   camera_ = std::make_unique<CameraHead>(backend, *weights_, config, options.camera_iterations);
-  depth_ = std::make_unique<DepthHead>(backend, *weights_, config, depth_head_layout_for(options));
+  depth_ = std::make_unique<DepthHead>(backend, *weights_, config, depth_head_layout_for(options),
+                                       options.depth_head_bf16 ? DType::BF16 : DType::F32);
   graphs_ = std::make_unique<StepGraphs<StepOutputs>>(backend);
 }
 

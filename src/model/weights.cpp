@@ -97,6 +97,7 @@ DeviceWeights::DeviceWeights(Backend& backend, const WeightSource& source, const
     }
     const DType dtype = stored_in_compute_dtype(e.name, src)                          ? backend.compute_dtype()
                         : storage.camera_head_bf16 && camera_head_matrix(e.name, src) ? DType::BF16
+                        : storage.depth_head_bf16 && is_depth_head_map_weight(e.name) ? DType::BF16
                                                                                       : DType::F32;
     const std::string gain = folded_gain(e.name);
     const bool channels_last = storage.depth_head_channels_last && is_depth_head_conv_weight(e.name);

@@ -38,6 +38,10 @@ struct WeightStorage {
   // The depth head's Conv2d weights as [Cout, k, k, Cin] instead of
   // PyTorch's [Cout, Cin, k, k], for its channels-last maps (model/depth_head.h).
   bool depth_head_channels_last = false;
+  // The depth head's convolution and transposed-convolution weights in
+  // bfloat16, for its bfloat16 maps (option depth_head_dtype bf16); its
+  // biases and projections stay float32.
+  bool depth_head_bf16 = false;
 };
 
 class DeviceWeights {

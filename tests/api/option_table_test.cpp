@@ -126,6 +126,22 @@ TEST(OptionTable, KvDtypeReachesTheCacheConfig) {
   EXPECT_THROW(stream_options(bad, config), Error);
 }
 
+// --depth-head-dtype reaches the stream options; bf16 needs channels last.
+TEST(OptionTable, DepthHeadDtypeNeedsChannelsLast) {
+  const ModelConfig config = ModelConfig::official();
+  EXPECT_FALSE(stream_options(Options{}, config).depth_head_bf16);
+  Options bf16;
+  set_option(bf16, "depth_head_dtype", "bf16");
+  EXPECT_TRUE(stream_options(bf16, config).depth_head_bf16);
+  set_option(bf16, "depth_head_layout", "nchw");
+  try {
+    (void)stream_options(bf16, config);
+    ADD_FAILURE() << "bf16 maps channels first were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("depth_head_layout nhwc"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OptionTable, LowMemoryProfileHalvesTheWindowUnlessItIsSet) {
   const ModelConfig official = ModelConfig::official();
   ASSERT_EQ(config_int(official, "kv_cache_sliding_window"), 64);

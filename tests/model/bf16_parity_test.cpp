@@ -39,7 +39,8 @@ struct Outputs {
 };
 
 Outputs run_small_model(DType compute, cpu::Bf16Products products, kv::Layout layout,
-                        StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto) {
+                        StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto,
+                        bool depth_head_bf16 = false) {
   const nlohmann::json manifest = test::read_json(fixture("manifest.json"));
   nlohmann::json variant;
   for (const auto& v : manifest["variants"])
@@ -50,6 +51,7 @@ Outputs run_small_model(DType compute, cpu::Bf16Products products, kv::Layout la
   auto backend = std::make_unique<cpu::CpuBackend>(0, cpu::resolve_isa("auto"), compute, products);
   StreamOptions options = test::variant_options(config, variant, manifest["num_scale_frames"], layout);
   options.camera_head_weights = head;
+  options.depth_head_bf16 = depth_head_bf16;
   StreamingModel model(*backend, weights, config, options);
   const std::vector<FrameResult> results = test::stream_all(model, frames);
   const int64_t S = static_cast<int64_t>(results.size());
@@ -144,6 +146,51 @@ TEST(ParityBf16, CameraHeadWeightsInBf16WithinTheBar) {
     EXPECT_EQ(test::max_abs_diff(bf16_head.depth, f32_head.depth), 0.0);
     EXPECT_LT(bf16_head.weight_bytes, f32_head.weight_bytes);
   }
+}
+
+// The depth head in bfloat16 (depth_head_dtype bf16) in the bf16 mode: the
+// CPU computes its maps widened, each op's output rounded to bfloat16 as on
+// the GPU. Within the depth bar of upstream fp32, moved from the float32
+// head by the maps' rounding, the poses untouched, and the head's
+// convolution weights in half the bytes.
+TEST(ParityBf16, DepthHeadInBf16WithinTheBar) {
+  using H = StreamOptions::HeadWeights;
+  const io::StateDict ref = io::load_state_dict(fixture("default.safetensors"));
+  const Tensor depth_ref = ref.at("depth").to_dtype(DType::F32);
+  const Outputs f32_head = run_small_model(DType::BF16, cpu::Bf16Products::WidenedSgemm, kv::Layout::Paged);
+  const Outputs bf16_head =
+      run_small_model(DType::BF16, cpu::Bf16Products::WidenedSgemm, kv::Layout::Paged, H::Auto, true);
+  const double depth = test::relative_error(bf16_head.depth, depth_ref);
+  const double conf = test::relative_error(bf16_head.depth_conf, ref.at("depth_conf").to_dtype(DType::F32));
+  const double moved = test::relative_error(bf16_head.depth, f32_head.depth);
+  std::printf("  depth head bf16: depth vs upstream fp32 %.3g (float32 head %.3g), depth_conf %.3g; depth moved %.3g\n",
+              depth, test::relative_error(f32_head.depth, depth_ref), conf, moved);
+  EXPECT_LT(depth, kDepthTolerance);
+  EXPECT_GT(moved, 1e-4);  // float32 maps would be within ~1e-6
+  EXPECT_EQ(test::max_abs_diff(bf16_head.pose_enc, f32_head.pose_enc), 0.0);
+  EXPECT_LT(bf16_head.weight_bytes, f32_head.weight_bytes);
+}
+
+// The option's rules: channels last only, and a backend computing in
+// bfloat16 (the CPU's fp32 mode has no bfloat16 maps).
+TEST(ParityBf16, DepthHeadInBf16IsRefusedWhereItCannotRun) {
+  const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
+  const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
+  const auto refused = [&](DType compute, StreamOptions::MapsLayout layout, const std::string& says) {
+    auto backend = std::make_unique<cpu::CpuBackend>(0, cpu::resolve_isa("auto"), compute,
+                                                     cpu::Bf16Products::WidenedSgemm);
+    StreamOptions options = StreamOptions::from_config(config);
+    options.depth_head_bf16 = true;
+    options.depth_head_layout = layout;
+    try {
+      StreamingModel model(*backend, weights, config, options);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused(DType::F32, StreamOptions::MapsLayout::ChannelsLast, "computes in bfloat16");
+  refused(DType::BF16, StreamOptions::MapsLayout::ChannelsFirst, "depth_head_layout nhwc");
 }
 
 TEST(ParityBf16, UnknownCpuDtypeIsRefusedByName) {

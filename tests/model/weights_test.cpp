@@ -5,6 +5,7 @@
 // upload to the same bits, the weights hold one copy of each parameter, and
 // channels-last storage moves exactly the depth head's convolution weights.
 #include "backend/cpu/cpu_backend.h"
+#include "core/half.h"
 #include "model/depth_head.h"
 #include "model/model_config.h"
 #include "model/random_weights.h"
@@ -211,4 +212,41 @@ TEST(DeviceWeights, ChannelsLastStoresTheDepthHeadConvolutionsAsOhwi) {
   // and the second unit's 2 in refinenet4 (upstream's has no first unit),
   // output_conv1, output_conv2.0 and .2.
   EXPECT_EQ(permuted, 1 + 4 + 4 + 3 * 4 + 2 + 3);
+}
+
+// bfloat16 depth-head storage (WeightStorage::depth_head_bf16): exactly the
+// weights that multiply its maps (the Conv2d weights above and the two
+// ConvTranspose2d ones, named by upstream's modules) are stored rounded to
+// bfloat16, value for value; their biases, the 1x1 projections and
+// everything else stay float32 and bit-identical.
+TEST(DeviceWeights, DepthHeadBf16StoresTheMapWeightsInBf16) {
+  const ModelConfig config = ModelConfig::from_file(test::fixture_path("model_small/config.json"));
+  const io::StateDict state = random_state_dict(config, 7);
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  const DeviceWeights weights(*cpu, state, config, false, WeightStorage{.depth_head_bf16 = true});
+  const std::regex map_weight(
+      R"(depth_head\.(resize_layers\.[013]|scratch\.(layer[1-4]_rn|refinenet[1-4]\.(out_conv|resConfUnit[12]\.conv[12])|)"
+      R"(output_conv1|output_conv2\.[02]))\.weight)");
+  int rounded = 0;
+  for (const auto& [name, source] : state) {
+    const bool multiplies_maps = std::regex_match(name, map_weight);
+    EXPECT_EQ(is_depth_head_map_weight(name), multiplies_maps) << name;
+    if (!DeviceWeights::folded_gain(name).empty()) continue;
+    const Tensor& stored = weights.get(name);
+    const Tensor src = source.to_dtype(DType::F32);
+    if (!multiplies_maps) {
+      if (!name.starts_with("depth_head.")) continue;
+      EXPECT_EQ(stored.dtype(), DType::F32) << name;
+      const Tensor got = cpu->download(stored);
+      ASSERT_EQ(std::memcmp(got.data(), src.data(), src.nbytes()), 0) << name;
+      continue;
+    }
+    ++rounded;
+    EXPECT_EQ(stored.dtype(), DType::BF16) << name;
+    const Tensor got = cpu->download(stored).to_dtype(DType::F32);
+    ASSERT_EQ(got.shape(), src.shape()) << name;
+    for (int64_t i = 0; i < src.numel(); ++i)
+      ASSERT_EQ(got.f32()[i], bf16_to_f32(f32_to_bf16(src.f32()[i]))) << name << " element " << i;
+  }
+  EXPECT_EQ(rounded, 1 + 4 + 4 + 3 * 4 + 2 + 3 + 2);
 }

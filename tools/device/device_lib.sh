@@ -30,8 +30,9 @@
 #                            figures to the summary, JSON beside the log
 #   upstream_profile FRAMES HEIGHT WIDTH WINDOW [ARGS...]
 #                            upstream's gct_profile (SDPA, bf16, eager)
-#   official_parity BUILD    our bf16 run on the reference frames against
-#                            upstream's fp32 outputs
+#   official_parity BUILD [ARGS...]
+#                            our bf16 run on the reference frames against
+#                            upstream's fp32 outputs; ARGS: more run options
 #   kernel_profile BUILD SECONDS SKIP HEIGHT WIDTH
 #                            one streaming frame's kernels timed one by one
 #                            under Nsight Compute, grouped by kernel_profile.py
@@ -146,9 +147,12 @@ upstream_profile() {  # frames, height, width, window, more gct_profile argument
   grep -E "Phase 1|total time|per frame|\((10|50|90)%\)|peak GPU" "$W/upstream_profile.log" | tee -a "$S"
 }
 
-official_parity() {  # build folder
-  timeout 120 "$1/bin/lingbot-map" run --model /tmp/official.pt --images /tmp/frames --image-size 504 \
-    --device cuda --out /tmp/ours_gpu > "$W/parity_run.log" 2>&1
+official_parity() {  # build folder, more run options
+  local build=$1
+  shift
+  rm -rf /tmp/ours_gpu
+  timeout 120 "$build/bin/lingbot-map" run --model /tmp/official.pt --images /tmp/frames --image-size 504 \
+    --device cuda --out /tmp/ours_gpu "$@" > "$W/parity_run.log" 2>&1
   note "run rc=$?: $(tail -1 "$W/parity_run.log" | cut -c1-200)"
   python3 tools/reference/compare_outputs.py /tmp/ours_gpu/predictions.npz /tmp/ref.npz 2>&1 | tee -a "$S"
 }

@@ -31,22 +31,31 @@ constexpr double kDepthBar = 2e-2;
 std::string fixture(const std::string& name) { return lingbot::test::small_fixture(name); }
 using lingbot::test::read_json;
 
+// How run_on_gpu streams the small model: the options that the tests below
+// vary, the rest the variant's.
+struct RunSetup {
+  kv::Layout layout = kv::Layout::Paged;
+  int pipeline_depth = 0;
+  kv::KvDtype kv_dtype = kv::KvDtype::Auto;
+  bool on_cpu = false;  // the CPU backend instead (the fp8 comparison below)
+  StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto;
+  int depth_head_batch = 0;
+  bool depth_head_bf16 = false;
+};
+
 // pose_enc, pose_enc_iter and the depth maps the variant's reference holds.
-// On the CPU backend instead with on_cpu (the fp8 comparison below).
-std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, kv::Layout layout,
-                                         int H, int W, int pipeline_depth = 0,
-                                         kv::KvDtype kv_dtype = kv::KvDtype::Auto, bool on_cpu = false,
-                                         StreamOptions::HeadWeights head = StreamOptions::HeadWeights::Auto,
-                                         int depth_head_batch = 0) {
+std::map<std::string, Tensor> run_on_gpu(const nlohmann::json& variant, int num_scale_frames, int H, int W,
+                                         const RunSetup& run = {}) {
   const ModelConfig config = ModelConfig::from_file(fixture("config.json"));
   const io::StateDict weights = io::load_state_dict(fixture("weights.pt"));
-  StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, layout);
-  options.pipeline_depth = pipeline_depth;
-  options.cache.dtype = kv_dtype;
-  options.camera_head_weights = head;
-  options.depth_head_batch = depth_head_batch;
-  std::unique_ptr<Backend> cpu_backend = on_cpu ? make_cpu_backend(0) : nullptr;
-  StreamingModel model(on_cpu ? *cpu_backend : gpu(), weights, config, options);
+  StreamOptions options = lingbot::test::variant_options(config, variant, num_scale_frames, run.layout);
+  options.pipeline_depth = run.pipeline_depth;
+  options.cache.dtype = run.kv_dtype;
+  options.camera_head_weights = run.head;
+  options.depth_head_batch = run.depth_head_batch;
+  options.depth_head_bf16 = run.depth_head_bf16;
+  std::unique_ptr<Backend> cpu_backend = run.on_cpu ? make_cpu_backend(0) : nullptr;
+  StreamingModel model(run.on_cpu ? *cpu_backend : gpu(), weights, config, options);
   const std::vector<FrameResult> results = lingbot::test::stream_all(model, lingbot::test::small_model_frames());
 
   std::map<std::string, Tensor> out;
@@ -97,7 +106,7 @@ TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
 
   std::map<std::string, Tensor> by_layout[2];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
-    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W);
+    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.layout = layout});
     for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
       const Tensor theirs = reference.at(name).to_dtype(DType::F32);
       ASSERT_EQ(ours.numel(), theirs.numel()) << name;
@@ -128,11 +137,11 @@ TEST_P(CudaBackendModel, Fp8KvCacheMeetsTheIssueBars) {
   ASSERT_FALSE(variant.is_null()) << GetParam();
   const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
   const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
-  const auto bf16 = run_on_gpu(variant, S, kv::Layout::Paged, H, W);
-  const auto cpu_fp8 = run_on_gpu(variant, S, kv::Layout::Paged, H, W, 0, kv::KvDtype::Fp8, /*on_cpu=*/true);
+  const auto bf16 = run_on_gpu(variant, S, H, W);
+  const auto cpu_fp8 = run_on_gpu(variant, S, H, W, {.kv_dtype = kv::KvDtype::Fp8, .on_cpu = true});
   std::map<std::string, Tensor> by_layout[2];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
-    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, S, layout, H, W, 0, kv::KvDtype::Fp8);
+    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, S, H, W, {.layout = layout, .kv_dtype = kv::KvDtype::Fp8});
     for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
       const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
       const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
@@ -165,8 +174,8 @@ TEST_P(CudaBackendModel, CameraHeadBf16WeightsMeetTheBar) {
   const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
   const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
   using HW = StreamOptions::HeadWeights;
-  const auto f32_head = run_on_gpu(variant, S, kv::Layout::Paged, H, W, 2, kv::KvDtype::Fp8, false, HW::F32);
-  const auto bf16_head = run_on_gpu(variant, S, kv::Layout::Paged, H, W, 2, kv::KvDtype::Fp8, false, HW::Bf16);
+  const auto f32_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2, .kv_dtype = kv::KvDtype::Fp8, .head = HW::F32});
+  const auto bf16_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2, .kv_dtype = kv::KvDtype::Fp8, .head = HW::Bf16});
   for (const auto& [name, ours] : bf16_head) {
     const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
     const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
@@ -193,8 +202,8 @@ TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
   ASSERT_FALSE(variant.is_null()) << GetParam();
   const int H = manifest["height"], W = manifest["width"];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
-    const auto in_order = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W, 0);
-    const auto deferred = run_on_gpu(variant, manifest["num_scale_frames"], layout, H, W, 2);
+    const auto in_order = run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.layout = layout});
+    const auto deferred = run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.layout = layout, .pipeline_depth = 2});
     for (const auto& [name, want] : in_order) {
       const double err = lingbot::test::relative_error(deferred.at(name), want);
       EXPECT_LT(err, 1e-5) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
@@ -215,8 +224,7 @@ TEST_P(CudaBackendModel, DepthHeadBatchesGiveTheFrameByFrameResults) {
   ASSERT_FALSE(variant.is_null()) << GetParam();
   const int H = manifest["height"], W = manifest["width"];
   const auto run = [&](int batch) {
-    return run_on_gpu(variant, manifest["num_scale_frames"], kv::Layout::Paged, H, W, 2, kv::KvDtype::Auto, false,
-                      StreamOptions::HeadWeights::Auto, batch);
+    return run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.pipeline_depth = 2, .depth_head_batch = batch});
   };
   const auto frame_by_frame = run(1);
   for (int batch : {0, 2}) {
@@ -227,6 +235,35 @@ TEST_P(CudaBackendModel, DepthHeadBatchesGiveTheFrameByFrameResults) {
       std::printf("  cuda %-24s %-16s depth_head_batch %d vs 1: %.3g\n", GetParam().c_str(), name.c_str(), batch,
                   err);
     }
+  }
+}
+
+// The depth head in bfloat16 (depth_head_dtype bf16): within the bars of
+// upstream fp32, really bf16 (moved from the float32 head by more than TF32
+// rounding would), and the poses untouched (the camera head never reads the
+// depth head). The pipeline-depth-2 run also covers the deferred heads.
+TEST_P(CudaBackendModel, DepthHeadInBf16MeetsTheBar) {
+  LB_REQUIRE_CUDA_DEVICE();
+  const nlohmann::json manifest = read_json(fixture("manifest.json"));
+  const nlohmann::json variant = variant_named(manifest, GetParam());
+  ASSERT_FALSE(variant.is_null()) << GetParam();
+  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
+  const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
+  const auto f32_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2});
+  const auto bf16_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2, .depth_head_bf16 = true});
+  for (const auto& [name, ours] : bf16_head) {
+    const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
+    const bool pose = name.rfind("pose", 0) == 0;
+    const double bar = pose ? kPoseBar : kDepthBar;
+    const double moved = lingbot::test::relative_error(ours, f32_head.at(name));
+    EXPECT_LT(err, bar) << GetParam() << ": " << name;
+    if (pose) {
+      EXPECT_EQ(moved, 0.0) << GetParam() << ": " << name;
+    } else {
+      EXPECT_GT(moved, 1e-4) << GetParam() << ": " << name << " (were the maps bfloat16?)";
+    }
+    std::printf("  cuda depth head bf16 %-24s %-16s vs upstream fp32 %.3g (bar %.0e), vs float32 head %.3g\n",
+                GetParam().c_str(), name.c_str(), err, bar, moved);
   }
 }
 
