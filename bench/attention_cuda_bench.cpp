@@ -152,9 +152,15 @@ kv::TokenLayout aggregator_tokens() {
   return t;
 }
 
+// K and V bytes per key and head: bf16 rows, or fp8 codes with a float32 scale each.
+constexpr double kBf16KvBytes = 2.0 * kHeadDim * 2;
+constexpr double kFp8KvBytes = 2.0 * (kHeadDim + 4);
+
 // Times one attend of the next frame's 978 queries, as a global block does
-// after storing that frame, and counts the FLOPs of the keys it saw.
-void time_next_frame(benchmark::State& state, FilledCache& filled, CudaKvCache& cache) {
+// after storing that frame, and counts the FLOPs of the keys it saw and the
+// bytes of their K and V.
+void time_next_frame(benchmark::State& state, FilledCache& filled, CudaKvCache& cache,
+                     double kv_bytes = kBf16KvBytes) {
   const Tensor q = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 1);
   Tensor out = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 2);
   cache.begin_step(1, true);
@@ -163,7 +169,7 @@ void time_next_frame(benchmark::State& state, FilledCache& filled, CudaKvCache& 
   cache.end_step();
   const double nk = static_cast<double>(cache.stats().visible_tokens);  // what this store step attended to
   const double nq = kTokens;
-  set_rates(state, 4.0 * nq * nk * kHeadDim * kHeads, 2.0 * nk * kHeads * kHeadDim * 2 + 2.0 * nq * kHeads * kHeadDim * 2);
+  set_rates(state, 4.0 * nq * nk * kHeadDim * kHeads, nk * kHeads * kv_bytes + 2.0 * nq * kHeads * kHeadDim * 2);
   state.counters["keys"] = nk;
 }
 
@@ -267,16 +273,7 @@ void BM_PagedFullWindowFp8(benchmark::State& state) {
   auto& cache = dynamic_cast<CudaKvCache&>(*filled.cache);
   cache.set_attention(kernel, 0);
   cache.set_fp8_read_back(state.range(1) != 0);
-  const Tensor q = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 1);
-  Tensor out = device_random({kTokens, kHeads, kHeadDim}, DType::BF16, 2);
-  cache.begin_step(1, true);
-  cache.append(0, filled.k[0], filled.v[0]);
-  timed(state, [&] { cache.attend(0, q, out); });
-  cache.end_step();
-  const double nk = static_cast<double>(cache.stats().visible_tokens);
-  const double nq = kTokens;
-  set_rates(state, 4.0 * nq * nk * kHeadDim * kHeads, 2.0 * nk * kHeads * (kHeadDim + 4) + 2.0 * nq * kHeads * kHeadDim * 2);
-  state.counters["keys"] = nk;
+  time_next_frame(state, filled, cache, kFp8KvBytes);
 }
 BENCHMARK(BM_PagedFullWindowFp8)
     ->ArgNames({"kernel", "read_back"})

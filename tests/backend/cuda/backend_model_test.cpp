@@ -94,21 +94,36 @@ nlohmann::json variant_named(const nlohmann::json& manifest, const std::string& 
   return nullptr;
 }
 
+// One variant of the small model's fixtures: its reference outputs, the
+// frames' size and the scale frames, and runs of it on the GPU.
+struct SmallCase {
+  nlohmann::json variant;
+  io::StateDict reference;
+  int H = 0, W = 0, S = 0;
+  explicit SmallCase(const std::string& name) {
+    const nlohmann::json manifest = read_json(fixture("manifest.json"));
+    variant = variant_named(manifest, name);
+    LB_CHECK(!variant.is_null(), "the fixtures' manifest has no variant {}", name);
+    reference = io::load_state_dict(fixture(variant["file"]));
+    H = manifest["height"];
+    W = manifest["width"];
+    S = manifest["num_scale_frames"];
+  }
+  std::map<std::string, Tensor> run(const RunSetup& setup = {}) const { return run_on_gpu(variant, S, H, W, setup); }
+  Tensor expected(const std::string& name) const { return reference.at(name).to_dtype(DType::F32); }
+};
+
 class CudaBackendModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
   LB_REQUIRE_CUDA_DEVICE();
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  const nlohmann::json variant = variant_named(manifest, GetParam());
-  ASSERT_FALSE(variant.is_null()) << GetParam();
-  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
-  const int H = manifest["height"], W = manifest["width"];
+  const SmallCase c(GetParam());
 
   std::map<std::string, Tensor> by_layout[2];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
-    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.layout = layout});
+    by_layout[static_cast<int>(layout)] = c.run({.layout = layout});
     for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
-      const Tensor theirs = reference.at(name).to_dtype(DType::F32);
+      const Tensor theirs = c.expected(name);
       ASSERT_EQ(ours.numel(), theirs.numel()) << name;
       const double err = lingbot::test::relative_error(ours, theirs);
       const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
@@ -132,18 +147,14 @@ TEST_P(CudaBackendModel, Bf16PathMeetsTheIssueBars) {
 // same K/V; the rest of the model in bf16 vs fp32) within the bars.
 TEST_P(CudaBackendModel, Fp8KvCacheMeetsTheIssueBars) {
   LB_REQUIRE_CUDA_DEVICE();
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  const nlohmann::json variant = variant_named(manifest, GetParam());
-  ASSERT_FALSE(variant.is_null()) << GetParam();
-  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
-  const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
-  const auto bf16 = run_on_gpu(variant, S, H, W);
-  const auto cpu_fp8 = run_on_gpu(variant, S, H, W, {.kv_dtype = kv::KvDtype::Fp8, .on_cpu = true});
+  const SmallCase c(GetParam());
+  const auto bf16 = c.run();
+  const auto cpu_fp8 = c.run({.kv_dtype = kv::KvDtype::Fp8, .on_cpu = true});
   std::map<std::string, Tensor> by_layout[2];
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
-    by_layout[static_cast<int>(layout)] = run_on_gpu(variant, S, H, W, {.layout = layout, .kv_dtype = kv::KvDtype::Fp8});
+    by_layout[static_cast<int>(layout)] = c.run({.layout = layout, .kv_dtype = kv::KvDtype::Fp8});
     for (const auto& [name, ours] : by_layout[static_cast<int>(layout)]) {
-      const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
+      const double err = lingbot::test::relative_error(ours, c.expected(name));
       const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
       const double from_bf16 = lingbot::test::relative_error(ours, bf16.at(name));
       const double from_cpu = lingbot::test::relative_error(ours, cpu_fp8.at(name));
@@ -168,16 +179,12 @@ TEST_P(CudaBackendModel, Fp8KvCacheMeetsTheIssueBars) {
 // depth outputs not at all: the depth head never reads the camera head).
 TEST_P(CudaBackendModel, CameraHeadBf16WeightsMeetTheBar) {
   LB_REQUIRE_CUDA_DEVICE();
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  const nlohmann::json variant = variant_named(manifest, GetParam());
-  ASSERT_FALSE(variant.is_null()) << GetParam();
-  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
-  const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
+  const SmallCase c(GetParam());
   using HW = StreamOptions::HeadWeights;
-  const auto f32_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2, .kv_dtype = kv::KvDtype::Fp8, .head = HW::F32});
-  const auto bf16_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2, .kv_dtype = kv::KvDtype::Fp8, .head = HW::Bf16});
+  const auto f32_head = c.run({.pipeline_depth = 2, .kv_dtype = kv::KvDtype::Fp8, .head = HW::F32});
+  const auto bf16_head = c.run({.pipeline_depth = 2, .kv_dtype = kv::KvDtype::Fp8, .head = HW::Bf16});
   for (const auto& [name, ours] : bf16_head) {
-    const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
+    const double err = lingbot::test::relative_error(ours, c.expected(name));
     const double bar = name.rfind("pose", 0) == 0 ? kPoseBar : kDepthBar;
     const double moved = lingbot::test::relative_error(ours, f32_head.at(name));
     EXPECT_LT(err, bar) << GetParam() << ": " << name;
@@ -197,13 +204,10 @@ TEST_P(CudaBackendModel, CameraHeadBf16WeightsMeetTheBar) {
 // same kernels on the same data, so they agree to float32 rounding.
 TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
   LB_REQUIRE_CUDA_DEVICE();
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  const nlohmann::json variant = variant_named(manifest, GetParam());
-  ASSERT_FALSE(variant.is_null()) << GetParam();
-  const int H = manifest["height"], W = manifest["width"];
+  const SmallCase c(GetParam());
   for (kv::Layout layout : {kv::Layout::Dense, kv::Layout::Paged}) {
-    const auto in_order = run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.layout = layout});
-    const auto deferred = run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.layout = layout, .pipeline_depth = 2});
+    const auto in_order = c.run({.layout = layout});
+    const auto deferred = c.run({.layout = layout, .pipeline_depth = 2});
     for (const auto& [name, want] : in_order) {
       const double err = lingbot::test::relative_error(deferred.at(name), want);
       EXPECT_LT(err, 1e-5) << GetParam() << " / " << kv::layout_name(layout) << ": " << name;
@@ -219,12 +223,9 @@ TEST_P(CudaBackendModel, DeferredHeadsGiveTheInOrderResults) {
 // the TF32 convolutions' rounding (backend_test_support.h), not bit-identity.
 TEST_P(CudaBackendModel, DepthHeadBatchesGiveTheFrameByFrameResults) {
   LB_REQUIRE_CUDA_DEVICE();
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  const nlohmann::json variant = variant_named(manifest, GetParam());
-  ASSERT_FALSE(variant.is_null()) << GetParam();
-  const int H = manifest["height"], W = manifest["width"];
+  const SmallCase c(GetParam());
   const auto run = [&](int batch) {
-    return run_on_gpu(variant, manifest["num_scale_frames"], H, W, {.pipeline_depth = 2, .depth_head_batch = batch});
+    return c.run({.pipeline_depth = 2, .depth_head_batch = batch});
   };
   const auto frame_by_frame = run(1);
   for (int batch : {0, 2}) {
@@ -244,15 +245,11 @@ TEST_P(CudaBackendModel, DepthHeadBatchesGiveTheFrameByFrameResults) {
 // depth head). The pipeline-depth-2 run also covers the deferred heads.
 TEST_P(CudaBackendModel, DepthHeadInBf16MeetsTheBar) {
   LB_REQUIRE_CUDA_DEVICE();
-  const nlohmann::json manifest = read_json(fixture("manifest.json"));
-  const nlohmann::json variant = variant_named(manifest, GetParam());
-  ASSERT_FALSE(variant.is_null()) << GetParam();
-  const io::StateDict reference = io::load_state_dict(fixture(variant["file"]));
-  const int H = manifest["height"], W = manifest["width"], S = manifest["num_scale_frames"];
-  const auto f32_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2});
-  const auto bf16_head = run_on_gpu(variant, S, H, W, {.pipeline_depth = 2, .depth_head_bf16 = true});
+  const SmallCase c(GetParam());
+  const auto f32_head = c.run({.pipeline_depth = 2});
+  const auto bf16_head = c.run({.pipeline_depth = 2, .depth_head_bf16 = true});
   for (const auto& [name, ours] : bf16_head) {
-    const double err = lingbot::test::relative_error(ours, reference.at(name).to_dtype(DType::F32));
+    const double err = lingbot::test::relative_error(ours, c.expected(name));
     const bool pose = name.rfind("pose", 0) == 0;
     const double bar = pose ? kPoseBar : kDepthBar;
     const double moved = lingbot::test::relative_error(ours, f32_head.at(name));
