@@ -170,13 +170,17 @@ namespace {
 // bfloat16 maps (option depth_head_dtype bf16) on the CPU are computed in
 // float32 on widened copies, and the output is rounded once: the option
 // runs, and is tested, on every backend, while its speed is the CUDA
-// backend's (bf16 tensor cores). These helpers are the widening.
+// backend's (bf16 tensor cores). These helpers are the widening; the
+// copies live for one call, so the option keeps its smaller footprint.
 bool bf16_maps(const Tensor& x) { return x.dtype() == DType::BF16; }
-Tensor widened(const Tensor& t) { return t.to_dtype(DType::F32); }
+Tensor widened(const Tensor& t) {
+  Tensor f = Tensor::empty(t.shape());
+  f32_from_bf16(static_cast<const uint16_t*>(t.data()), f.f32(), t.numel());
+  return f;
+}
 Tensor float_like(const Tensor& out) { return Tensor::empty(out.shape()); }
 void round_into(const Tensor& f32, Tensor& out) {
-  const Tensor rounded = f32.to_dtype(out.dtype());
-  std::memcpy(out.data(), rounded.data(), out.nbytes());
+  bf16_from_f32(f32.f32(), static_cast<uint16_t*>(out.data()), out.numel());
 }
 
 }  // namespace
