@@ -108,8 +108,10 @@ MatrixDims check_adaln_modulate(const Target& t, const Tensor& xn, const Tensor&
 Nchw check_patchify(const Target& t, const Tensor& images, int patch, const Tensor& patches);
 TokenMaps check_tokens_to_nchw(const Target& t, const Tensor& tokens, int h, int w, const Tensor& maps);
 // The map ops in either layout (MapLayout): the channels-last ones are the
-// *_nhwc ops, named so in messages. `epilogue`: conv2d_nhwc's (a ReLU or
-// none, a residual shaped like out).
+// *_nhwc ops, named so in messages. Maps are float32; channels last they may
+// be bfloat16 on a backend that computes in it, with the weights, residual
+// and added term like x and the bias and position tables float32.
+// `epilogue`: conv2d_nhwc's (a ReLU or none, a residual shaped like out).
 ConvDims check_conv2d(const Target& t, const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad,
                       const Tensor& out, MapLayout layout = MapLayout::ChannelsFirst,
                       const ConvEpilogue& epilogue = {});
