@@ -238,8 +238,6 @@ __global__ void resize_bilinear_nhwc_kernel(const T* __restrict__ x, const T* __
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The source step per output index with align_corners=True, as the CPU
 // backend: (in - 1) / (out - 1) in float, 0 for a single output row/column.
 float align_corners_scale(int64_t in, int64_t out) {
