@@ -136,7 +136,7 @@ void BM_AttentionFewQueries(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_AttentionFewQueries)->ArgsProduct({{1, 2, 4, 8}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AttentionFullWindow)->Arg(1)->Arg(2)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_AttentionFullWindow)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

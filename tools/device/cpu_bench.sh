@@ -30,6 +30,10 @@
 #                RSS every 16 frames (the peak is the load: fp32 random weights
 #                and their bf16 copies side by side)
 #   bf16-profile ours bf16 with --profile, 10 frames, pipeline depth 0
+#   machine      the yardstick for thread scaling: the CPU topology (which CPUs
+#                share a core), bench/cpu_peak_bench (FMA peak and read bandwidth
+#                at 1-16 threads) and the attention kernel alone at 1-16 threads
+#                (bench/attention_bench); about 1 minute after its build
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -53,7 +57,8 @@ note "CPU flags: $(grep -o -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*' /proc/cpuinfo | s
 log "build (CPU only)"
 BENCH=OFF
 TARGETS=lingbot-map
-case " $* " in *" gemm "*) BENCH=ON TARGETS="lingbot-map gemm_bench" ;; esac
+case " $* " in *" gemm "*) BENCH=ON TARGETS="$TARGETS gemm_bench" ;; esac
+case " $* " in *" machine "*) BENCH=ON TARGETS="$TARGETS cpu_peak_bench attention_bench" ;; esac
 configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=$BENCH ||
   { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
 grep -E "oneDNN" "$W/cmake.log" | tee -a "$S"
@@ -156,6 +161,18 @@ for part in "$@"; do
       log "isa: ours with the AVX2 build of our kernels, 13 frames, $T threads"
       ours 13 "$T" avx2 --cpu-isa avx2
       ;;
+    machine)
+      log "machine: topology, FMA peak and bandwidth, the attention kernel alone, 1-16 threads"
+      lscpu -e > "$W/lscpu_e.txt" 2>&1
+      note "CPUs sharing a core: $(cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list 2>/dev/null | sort -u | tr '\n' ' ')"
+      note "$(lscpu | grep -E '^(Thread|Core|Socket|NUMA node|L1d|L2|L3)' | tr -s ' ' | tr '\n' ';')"
+      timeout 200 /tmp/build-cpu/bin/cpu_peak_bench > "$W/cpu_peak.txt" 2>&1
+      grep -E '^BM_' "$W/cpu_peak.txt" | awk '{print $1, $2, $3, $NF}' | tee -a "$S"
+      timeout 200 /tmp/build-cpu/bin/attention_bench --benchmark_filter='BM_AttentionFullWindow|BM_AttentionSelf' \
+        > "$W/attention_threads.txt" 2>&1
+      grep -E '^BM_' "$W/attention_threads.txt" | awk '{print $1, $2, $3, $(NF-2)}' | tee -a "$S"
+      keep
+      ;;
     gemm)
       log "gemm: fp32 Linear (sgemm + pass, or packed matmul), bf16 matmul (row-major, packed), $T threads and 1"
       for t in ${GEMM_THREADS:-$T 1}; do
@@ -168,7 +185,7 @@ for part in "$@"; do
       keep
       ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, gemm)"
+      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, gemm)"
       ;;
   esac
 done

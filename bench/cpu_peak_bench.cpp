@@ -1,0 +1,107 @@
+// What the machine itself can do, as the yardstick for the CPU path's thread
+// scaling (issue 19, docs/PERF.md "Threads"): the floating-point peak and the
+// memory read bandwidth at each thread count. A virtual machine's CPUs may be
+// hyperthreads of fewer cores; then the FMA peak stops growing at the number
+// of physical cores, whatever lscpu reports, and no kernel can scale past it.
+//
+//   BM_FmaPeak/<threads>/<isa>: independent fused multiply-adds on registers
+//     (0: AVX2 8-wide, 1: AVX-512 16-wide), no memory traffic; GFLOP/s.
+//   BM_ReadBandwidth/<threads>: a sum over 1 GiB of floats; GB/s.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cstdint>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+constexpr int64_t kFmaSteps = 1 << 22;  // per thread per iteration
+constexpr int kChains = 16;             // independent accumulators: hides the FMA latency on 2 ports
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float fma_avx2(int64_t steps, float seed) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(seed + static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999999f);
+  const __m256 b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < steps; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+  }
+  __m256 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
+  return _mm256_cvtss_f32(sum);
+}
+
+__attribute__((target("avx512f"))) float fma_avx512(int64_t steps, float seed) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999999f);
+  const __m512 b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < steps; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+  }
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  return _mm512_reduce_add_ps(sum);
+}
+#endif
+
+void BM_FmaPeak(benchmark::State& state) {
+#if defined(__x86_64__)
+  const int threads = static_cast<int>(state.range(0));
+  const bool avx512 = state.range(1) == 1;
+  if (avx512 ? !__builtin_cpu_supports("avx512f") : !__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("this CPU lacks that instruction set");
+    return;
+  }
+  std::vector<float> sink(static_cast<size_t>(threads));
+  for (auto _ : state) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num();
+      sink[static_cast<size_t>(t)] = avx512 ? fma_avx512(kFmaSteps, static_cast<float>(t))
+                                            : fma_avx2(kFmaSteps, static_cast<float>(t));
+    }
+    benchmark::DoNotOptimize(sink.data());
+  }
+  const double lanes = avx512 ? 16 : 8;
+  const double flops = 2.0 * lanes * kChains * static_cast<double>(kFmaSteps) * threads;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+#else
+  state.SkipWithError("x86-64 only");
+#endif
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  static std::vector<float> data = [] {
+    std::vector<float> d(size_t{1} << 28);  // 1 GiB
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(d.size()); ++i) d[static_cast<size_t>(i)] = 1.f;
+    return d;
+  }();
+  const auto n = static_cast<int64_t>(data.size());
+  for (auto _ : state) {
+    float total = 0.f;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : total)
+    for (int64_t i = 0; i < n; ++i) total += data[static_cast<size_t>(i)];
+    benchmark::DoNotOptimize(total);
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n) * sizeof(float) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+BENCHMARK(BM_FmaPeak)
+    ->ArgsProduct({{1, 2, 4, 8, 12, 16}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.3);
+BENCHMARK(BM_ReadBandwidth)->DenseRange(1, 2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+BENCHMARK_MAIN();
