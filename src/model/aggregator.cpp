@@ -160,6 +160,7 @@ AggregatorOutput Aggregator::compute(Workspace& ws, const Tensor& images) {
       ProfileScope p("global_block.kv append", sync);
       cache.append(block_index, k.reshape({N, H, D}), v.reshape({N, H, D}));
     }
+    ProfileScope p("global_block.kv attend", sync);
     Tensor out3 = out.reshape({N, H, D});
     cache.attend(block_index, q.reshape({N, H, D}), out3);
   };
