@@ -34,6 +34,11 @@
 #                share a core), bench/cpu_peak_bench (FMA peak and read bandwidth
 #                at 1-16 threads) and the attention kernel alone at 1-16 threads
 #                (bench/attention_bench); about 1 minute after its build
+#   wait-policy  how OpenMP's idle threads wait, at THREADS: for each of
+#                WAIT_LIST (default "passive 1000 10000 300000": sleep at once,
+#                or spin that many iterations of GOMP_SPINCOUNT first; 300000
+#                is libgomp's default), ROUNDS times alternating (default 2),
+#                6 frames: phase 1 and the streamed frames (use SCALE=2)
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -173,6 +178,18 @@ for part in "$@"; do
       grep -E '^BM_' "$W/attention_threads.txt" | awk '{print $1, $2, $3, $(NF-2)}' | tee -a "$S"
       keep
       ;;
+    wait-policy)
+      log "wait-policy: ${WAIT_LIST:-passive 1000 10000 300000}, ${ROUNDS:-2} rounds, $T threads, 6 frames"
+      for round in $(seq "${ROUNDS:-2}"); do
+        for wait in ${WAIT_LIST:-passive 1000 10000 300000}; do
+          if [ "$wait" = passive ]; then
+            OMP_WAIT_POLICY=passive ours 6 "$T" "wait_${wait}_$round"
+          else
+            GOMP_SPINCOUNT=$wait ours 6 "$T" "wait_${wait}_$round"
+          fi
+        done
+      done
+      ;;
     gemm)
       log "gemm: fp32 Linear (sgemm + pass, or packed matmul), bf16 matmul (row-major, packed), $T threads and 1"
       for t in ${GEMM_THREADS:-$T 1}; do
@@ -185,7 +202,7 @@ for part in "$@"; do
       keep
       ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, gemm)"
+      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, gemm)"
       ;;
   esac
 done
