@@ -9,7 +9,9 @@
 # lingbot-map makes OpenMP's waiting threads sleep (OMP_WAIT_POLICY=passive)
 # unless the environment sets OMP_WAIT_POLICY or GOMP_SPINCOUNT; to measure
 # spinning threads as before, CONTENTION_POLICY=active bench/contention.sh
-# (or a build without the fix and CONTENTION_POLICY unset).
+# (or a build without the fix and CONTENTION_POLICY unset); to measure a
+# bounded spin, CONTENTION_SPINCOUNT=N (GOMP_SPINCOUNT: iterations before a
+# waiting thread sleeps).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=${1:-5}
@@ -21,7 +23,7 @@ trap 'rm -rf "$out"; [ -n "${busy:-}" ] && kill "$busy" 2>/dev/null || true' EXI
 one_run() {  # one_run <threads>: wall seconds of one run of the 14 courthouse frames
   local start end
   start=$(date +%s.%N)
-  env ${CONTENTION_POLICY:+OMP_WAIT_POLICY=$CONTENTION_POLICY} "$cli" -q run --model "$model/weights.pt" \
+  env ${CONTENTION_POLICY:+OMP_WAIT_POLICY=$CONTENTION_POLICY} ${CONTENTION_SPINCOUNT:+GOMP_SPINCOUNT=$CONTENTION_SPINCOUNT} "$cli" -q run --model "$model/weights.pt" \
     --config "$model/config.json" --images "$root/tests/fixtures/courthouse" --image-size 126 --no-dense \
     --device cpu --threads "$1" --out "$out/r" >/dev/null
   end=$(date +%s.%N)
@@ -39,7 +41,7 @@ measure() {  # measure <label>
   done
 }
 
-echo "OMP_WAIT_POLICY: ${CONTENTION_POLICY:-as lingbot-map sets it}"
+echo "OMP_WAIT_POLICY: ${CONTENTION_POLICY:-as lingbot-map sets it}; GOMP_SPINCOUNT: ${CONTENTION_SPINCOUNT:-as lingbot-map sets it}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 measure "idle"
 yes >/dev/null &
