@@ -32,8 +32,8 @@ std::string environment_help() {
   for (const EnvironmentVariable& v : environment_variables())
     text += fmt::format("  {}={}\n      {}\n", v.name, v.values, v.meaning);
   text += "  OMP_WAIT_POLICY, GOMP_SPINCOUNT\n"
-          "      OpenMP's, as the runtime reads them; unset, lingbot-map sets GOMP_SPINCOUNT=" +
-          std::string(kOpenMpSpinCount) + " (idle threads spin briefly, then sleep)\n";
+          "      OpenMP's, as the runtime reads them; unset, lingbot-map sets OMP_WAIT_POLICY=passive (idle threads "
+          "sleep rather than spin)\n";
   return text;
 }
 
@@ -67,9 +67,9 @@ EnvironmentSettings read_environment(Options& options, const std::function<bool(
   return settings;
 }
 
-void exec_with_short_openmp_spin(char** argv) {
+void exec_with_passive_openmp_threads(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  if (setenv("GOMP_SPINCOUNT", kOpenMpSpinCount, 1) != 0) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   execv("/proc/self/exe", argv);
 }
 

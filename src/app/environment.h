@@ -34,23 +34,18 @@ struct EnvironmentSettings {
 // not take.
 EnvironmentSettings read_environment(Options& options, const std::function<bool(std::string_view)>& given);
 
-// OpenMP threads (ours and oneDNN's: one libgomp team) that wait for work
-// spin by default for 300,000 iterations after every parallel region. With
-// another program busy on a core, the spinning thread takes its turns from
-// the thread that has work: 2 threads ran 14 frames of the small model 4x
-// slower than 1 (issue 22). Sleeping at once (OMP_WAIT_POLICY=passive)
-// fixed that, but costs a wake-up per region, and on a virtual machine's
-// idle vCPUs that wake-up is slow: at 16 threads a streamed frame took 20%
-// longer than with spinning (docs/PERF.md, "Threads beside other load").
-// A short spin, kOpenMpSpinCount iterations (tens of microseconds), keeps
-// the team awake between the back-to-back regions of a layer and still
-// yields the core within that time when there is no work. libgomp reads its
-// settings once, when it is loaded, before main(); so unless the user set
-// OMP_WAIT_POLICY or GOMP_SPINCOUNT, this sets GOMP_SPINCOUNT and executes
-// the program again (argv as given; /proc/self/exe). Returns only when it
-// did nothing or the exec failed (the run then goes on with libgomp's
-// defaults).
-inline constexpr const char* kOpenMpSpinCount = "1000";
-void exec_with_short_openmp_spin(char** argv);
+// OpenMP threads (ours and oneDNN's, one libgomp team) that wait for work
+// spin by default, for about 300,000 iterations after every parallel
+// region. With another program busy on a core, the spinning thread takes
+// its turns from the thread that has work: 2 threads ran 14 frames of the
+// small model 4x slower than 1 (issue 22). Passive waiting (a futex) costs
+// a wake-up per region instead, which on an idle machine is lost in the
+// noise, at 2 threads and at 16 (docs/PERF.md, "Threads beside other
+// load"). libgomp reads its settings once, when it is loaded, before
+// main(); so unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, this
+// sets OMP_WAIT_POLICY=passive and executes the program again (argv as
+// given; /proc/self/exe). Returns only when it did nothing or the exec
+// failed (the run then goes on spinning).
+void exec_with_passive_openmp_threads(char** argv);
 
 }  // namespace lingbot

@@ -23,7 +23,7 @@
 
 int main(int argc, char** argv) {
   using namespace lingbot;
-  exec_with_short_openmp_spin(argv);
+  exec_with_passive_openmp_threads(argv);
   CLI::App app{"lingbot-map: streaming 3D reconstruction (LingBot-Map) in C++", "lingbot-map"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("lingbot-map ") + lingbot::version());
