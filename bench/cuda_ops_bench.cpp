@@ -17,15 +17,20 @@
 //     stream [N, 1024] in, bf16 out; GB/s counts 4 + 2 bytes per element.
 //   BM_SplitQkv/<N>: bf16 qkv [N, 3072] -> q, k, v with qk-norm and 2D RoPE;
 //     GB/s counts the qkv read and the three writes.
-//   BM_Conv2d/<case>: DPT convolutions at 378 x 504 (TF32).
+//   BM_Conv2d/<case>/<bf16>/<measured>: the depth head's convolutions of one
+//     378 x 504 frame, channels last, float32 maps with TF32 (bf16:0) or
+//     bfloat16 maps (bf16:1), the algorithm from cuDNN's heuristic
+//     (measured:0) or timed (measured:1); the label names the algorithm.
 #ifdef LINGBOT_WITH_CUDA
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/conv.h"
 #include "backend/cuda/cuda_check.h"
 #include "model/rope.h"
 
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <cstdio>
 #include <functional>
@@ -207,26 +212,51 @@ BENCHMARK(BM_SplitQkv)->ArgName("N")->Arg(978)->Arg(7824)->UseManualTime()->Unit
 
 struct ConvBench {
   const char* name;
-  int64_t cin, h, w, cout, k;
+  int64_t cin, h, w, cout, k, stride;
 };
+// The depth head's convolutions of one 378 x 504 frame (patch grid 27 x 36),
+// the largest by FLOPs first.
 const ConvBench kConvs[] = {
-    {"rcu 256@108x144 3x3", 256, 108, 144, 256, 3},
-    {"output_conv1 256@216x288 -> 128 3x3", 256, 216, 288, 128, 3},
-    {"output_conv2.0 128@378x504 -> 32 3x3", 128, 378, 504, 32, 3},
+    {"refinenet1 rcu 256@108x144 3x3 (x4)", 256, 108, 144, 256, 3, 1},
+    {"output_conv1 256@216x288 -> 128 3x3", 256, 216, 288, 128, 3, 1},
+    {"output_conv2.0 128@378x504 -> 32 3x3", 128, 378, 504, 32, 3, 1},
+    {"refinenet1 out_conv 256@216x288 1x1", 256, 216, 288, 256, 1, 1},
+    {"layer3_rn 1024@27x36 -> 256 3x3", 1024, 27, 36, 256, 3, 1},
+    {"resize_layers.3 1024@27x36 3x3 stride 2", 1024, 27, 36, 1024, 3, 2},
+    {"output_conv2.2 32@378x504 -> 2 1x1", 32, 378, 504, 2, 1, 1},
 };
+
+CudaBackend& conv_backend(bool measured) {
+  static CudaBackend* heuristic = new CudaBackend();
+  static CudaBackend* timed = [] {
+    cuda::CudaBackendOptions o;
+    o.conv_algorithm = cuda::ConvAlgorithm::Measured;
+    return new CudaBackend(o);
+  }();
+  return measured ? *timed : *heuristic;
+}
 
 void BM_Conv2d(benchmark::State& state) {
   const ConvBench& c = kConvs[state.range(0)];
-  state.SetLabel(c.name);
-  CudaBackend& be = backend();
-  const Tensor x = random_device(be, {1, c.cin, c.h, c.w}, DType::F32);
-  const Tensor w = random_device(be, {c.cout, c.cin, c.k, c.k}, DType::F32, 0.02f);
+  const DType maps = state.range(1) != 0 ? DType::BF16 : DType::F32;
+  CudaBackend& be = conv_backend(state.range(2) != 0);
+  const int64_t oh = (c.h + 2 * (c.k / 2) - c.k) / c.stride + 1, ow = (c.w + 2 * (c.k / 2) - c.k) / c.stride + 1;
+  const Tensor x = random_device(be, {1, c.h, c.w, c.cin}, maps);
+  const Tensor w = random_device(be, {c.cout, c.k, c.k, c.cin}, maps, 0.02f);
   const Tensor b = random_device(be, {c.cout}, DType::F32);
-  Tensor out = be.alloc({1, c.cout, c.h, c.w}, DType::F32);
-  time_op(state, be, [&] { be.conv2d(x, w, &b, 1, static_cast<int>(c.k / 2), out); });
-  set_rates(state, 2.0 * c.h * c.w * c.cout * c.cin * c.k * c.k, 0);
+  Tensor out = be.alloc({1, oh, ow, c.cout}, maps);
+  time_op(state, be, [&] { be.conv2d_nhwc(x, w, &b, static_cast<int>(c.stride), static_cast<int>(c.k / 2), out); });
+  cuda::ConvShape shape{.batches = 1, .in_channels = c.cin, .height = c.h, .width = c.w, .out_channels = c.cout,
+                        .kernel = c.k, .stride = c.stride, .pad = c.k / 2, .channels_last = true,
+                        .bf16 = maps == DType::BF16};
+  state.SetLabel(fmt::format("{} | {}", c.name, be.conv().describe_plan(shape)));
+  set_rates(state, 2.0 * oh * ow * c.cout * c.cin * c.k * c.k, 0);
 }
-BENCHMARK(BM_Conv2d)->ArgName("case")->DenseRange(0, 2)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Conv2d)
+    ->ArgNames({"case", "bf16", "measured"})
+    ->ArgsProduct({benchmark::CreateDenseRange(0, 6, 1), {0, 1}, {0, 1}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -102,6 +102,10 @@
   CHOICE(Cuda, attention_kernel, "auto", "auto|mma|wgmma-ws",                                                   \
          "Tensor-core attention kernel where one applies (bfloat16, head_dim 64): auto is wgmma-ws on Hopper "  \
          "and mma elsewhere; mma or wgmma-ws pins that kernel on Hopper")                                     \
+  CHOICE(Cuda, conv_algorithm, "heuristic", "heuristic|measured",                                              \
+         "How the depth head's cuDNN convolutions pick their algorithm, once per shape: heuristic (cuDNN's "   \
+         "ranking, no trial runs) or measured (every algorithm timed on the first call, as PyTorch's "        \
+         "cudnn.benchmark; the first frame takes longer)")                                                    \
   CHOICE(Cuda, memory_profile, "default", "default|low",                                                       \
          "Device memory: default, or low for small GPUs (kv_window 32, kv_dtype fp8 and camera_head_weights "   \
          "bf16 unless set, the scale phase's buffers freed before the first streamed frame, 4 MiB cuBLASLt "    \

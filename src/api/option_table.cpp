@@ -249,6 +249,7 @@ cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
   c.attention_kernel = o.attention_kernel == "mma"        ? cuda::AttentionKernel::Mma
                        : o.attention_kernel == "wgmma-ws" ? cuda::AttentionKernel::WgmmaWs
                                                           : cuda::AttentionKernel::Auto;
+  c.conv_algorithm = o.conv_algorithm == "measured" ? cuda::ConvAlgorithm::Measured : cuda::ConvAlgorithm::Heuristic;
   c.low_memory = o.memory_profile == "low";
   return c;
 }

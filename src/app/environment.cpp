@@ -22,6 +22,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "priorities of the GPU's two streams (as --lane-priority)"},
       {"LINGBOT_ATTENTION_KERNEL", "attention_kernel", "auto|mma|wgmma-ws",
        "the tensor-core attention kernel on Hopper (as --attention-kernel)"},
+      {"LINGBOT_CONV_ALGORITHM", "conv_algorithm", "heuristic|measured",
+       "how the depth head's cuDNN convolutions pick their algorithm (as --conv-algorithm)"},
       {"LINGBOT_PROFILE", "", "1", "time every stage of the model and print the table at the end (bench: as --profile)"},
   };
   return variables;

@@ -58,7 +58,16 @@ TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
   EXPECT_EQ(cuda_from_table.sync_after_each_op, cuda_library.sync_after_each_op);
   EXPECT_EQ(cuda_from_table.lane_priority, cuda_library.lane_priority);
   EXPECT_EQ(cuda_from_table.attention_kernel, cuda_library.attention_kernel);
+  EXPECT_EQ(cuda_from_table.conv_algorithm, cuda_library.conv_algorithm);
   EXPECT_EQ(cuda_from_table.low_memory, cuda_library.low_memory);
+}
+
+TEST(OptionTable, ConvAlgorithmReachesTheCudaBackend) {
+  Options o;
+  o.conv_algorithm = "measured";
+  EXPECT_EQ(cuda_backend_options(o).conv_algorithm, cuda::ConvAlgorithm::Measured);
+  o.conv_algorithm = "heuristic";
+  EXPECT_EQ(cuda_backend_options(o).conv_algorithm, cuda::ConvAlgorithm::Heuristic);
 }
 
 TEST(OptionTable, EveryRowIsWellFormed) {

@@ -145,6 +145,6 @@ TEST(CliOptions, EveryEnvironmentVariableNamesARealOption) {
   }
   const std::string help = environment_help();
   for (const char* name : {"LINGBOT_CUDA_GRAPHS", "LINGBOT_CUDA_SYNC", "LINGBOT_CUDA_LANE_PRIORITY",
-                           "LINGBOT_ATTENTION_KERNEL", "LINGBOT_PROFILE"})
+                           "LINGBOT_ATTENTION_KERNEL", "LINGBOT_CONV_ALGORITHM", "LINGBOT_PROFILE"})
     EXPECT_NE(help.find(name), std::string::npos) << name;
 }

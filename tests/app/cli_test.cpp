@@ -42,7 +42,7 @@ TEST(Cli, HelpListsTheEnvironmentVariables) {
     const Result r = cli(args);
     EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
     for (const char* name : {"LINGBOT_CUDA_GRAPHS", "LINGBOT_CUDA_SYNC", "LINGBOT_CUDA_LANE_PRIORITY",
-                             "LINGBOT_ATTENTION_KERNEL", "LINGBOT_PROFILE"})
+                             "LINGBOT_ATTENTION_KERNEL", "LINGBOT_CONV_ALGORITHM", "LINGBOT_PROFILE"})
       EXPECT_NE(r.output.find(name), std::string::npos) << args << ": " << name << "\n" << r.output;
   }
   // The engine's defaults as the library has them.

@@ -17,7 +17,7 @@
 #   --no-upstream           skip upstream's profile
 #   --no-parity             skip the official-size parity check
 #   --parity-variant ARGS   the parity check again with these run options
-#                           (e.g. '--depth-head-dtype bf16')
+#                           (e.g. '--depth-head-dtype bf16'; repeatable)
 #   --kernel-bench FILTER   attention_cuda_bench's --benchmark_filter
 #                           (default 'PagedFullWindow/kernel:[0-9]+/splits:0/|PagedLongStream|Dense')
 #   --no-kernel-bench       skip it
@@ -54,7 +54,7 @@ BUILD=1 TESTS=1 TEST_FILTER='*' CTEST_LABEL='' BENCH=1 UPSTREAM=auto PARITY=auto
 KERNEL_BENCH='PagedFullWindow/kernel:[0-9]+/splits:0/|PagedLongStream|Dense' OPS_BENCH='' STAGE_PROFILE=0
 KERNEL_PROFILE=0 NCU_SKIP=7000 NCU_FILTER='' NCU_KERNEL=attention SASS=0 ASAN=0 BASELINE=''
 FRAMES=200 HEIGHT=378 WIDTH=504 WINDOW=64 BENCH_ARGS='' REPEAT=1 UP_FRAMES='' LABEL=''
-BUILD_DIR='build-device' PARITY_VARIANT=''
+BUILD_DIR='build-device' PARITY_VARIANTS=()
 export CUDA_ARCHS=90a
 VARIANTS=()
 OPTIONS="$*"
@@ -68,7 +68,7 @@ while [ $# -gt 0 ]; do
     --no-upstream) UPSTREAM=0 ;;
     --no-parity) PARITY=0 ;;
     --kernel-bench) KERNEL_BENCH=$2; shift ;;
-    --parity-variant) PARITY_VARIANT=$2; shift ;;
+    --parity-variant) PARITY_VARIANTS+=("$2"); shift ;;
     --no-kernel-bench) KERNEL_BENCH='' ;;
     --ops-bench) OPS_BENCH=$2; shift ;;
     --stage-profile) STAGE_PROFILE=1 ;;
@@ -216,11 +216,11 @@ fi
 if [ "$PARITY" = 1 ]; then
   log "official-size parity: ours (bf16) against upstream fp32, 11 frames of 378 x 504"
   official_parity "$B"
-  if [ -n "$PARITY_VARIANT" ]; then
-    log "official-size parity with $PARITY_VARIANT"
+  for variant in "${PARITY_VARIANTS[@]}"; do
+    log "official-size parity with $variant"
     # shellcheck disable=SC2086  # the variant's options, split as given
-    official_parity "$B" $PARITY_VARIANT
-  fi
+    official_parity "$B" $variant
+  done
   keep
 fi
 if [ "$UPSTREAM" = 1 ]; then
@@ -257,7 +257,7 @@ fi
 if [ -n "$OPS_BENCH" ]; then
   log "cuda_ops_bench --benchmark_filter='$OPS_BENCH'"
   timeout 180 "$B/bin/cuda_ops_bench" --benchmark_filter="$OPS_BENCH" > "$W/ops_bench.txt" 2>&1
-  grep -E "^BM_" "$W/ops_bench.txt" | cut -c1-160 | tee -a "$S"
+  grep -E "^BM_" "$W/ops_bench.txt" | cut -c1-260 | tee -a "$S"
   keep
 fi
 

@@ -5,16 +5,23 @@
 // kernels read and write natively; NCHW makes it transpose the input and
 // the output of each convolution in kernels of their own.
 //
-// Descriptors and the algorithm are chosen once per shape with cuDNN's
-// heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no trial runs, so the
-// first frame stays fast and nothing is allocated for benchmarking) and
-// cached; the workspace is one buffer grown to the largest need. TF32 (the
-// PyTorch default for cuDNN convolutions) is allowed or not per backend:
-// CUDNN_DEFAULT_MATH or CUDNN_FMA_MATH on the descriptor. Conversions to
-// float16 (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
+// Descriptors and the algorithm are chosen once per shape and cached; the
+// workspace is one buffer grown to the largest need. The algorithm comes
+// from cuDNN's heuristic (cudnnGetConvolutionForwardAlgorithm_v7: no trial
+// runs) or, with ConvAlgorithm::Measured, from timing every algorithm on the
+// first call's own tensors (cudnnFindConvolutionForwardAlgorithmEx, as
+// PyTorch's cudnn.benchmark); a shape first met while a CUDA graph is being
+// captured falls back to the heuristic, since trial runs cannot be captured.
+// TF32 (the PyTorch default for cuDNN convolutions) is allowed or not per
+// backend: CUDNN_DEFAULT_MATH or CUDNN_FMA_MATH on a float32 descriptor.
+// bfloat16 descriptors ask for CUDNN_TENSOR_OP_MATH, since the default math
+// type leaves the choice of tensor cores to cuDNN. Conversions to float16
+// (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) are never used.
 // The cuDNN handle is created on the first convolution: it loads large
 // libraries, which a run without a depth head never needs.
 #pragma once
+
+#include "backend/cuda/conv_algorithm.h"
 
 #include <cuda_runtime_api.h>
 
@@ -38,7 +45,7 @@ struct ConvShape {
 
 class Conv {
  public:
-  Conv(cudaStream_t stream, bool allow_tf32);
+  Conv(cudaStream_t stream, bool allow_tf32, ConvAlgorithm choice = ConvAlgorithm::Heuristic);
   ~Conv();
   Conv(const Conv&) = delete;
   Conv& operator=(const Conv&) = delete;
@@ -48,6 +55,9 @@ class Conv {
   // bias; each tensor in the shape's layout and dtype.
   void forward(const ConvShape& shape, const void* x, const void* w, void* y);
   size_t plan_count() const;
+  // The algorithm, math type and workspace of a cached shape and how they
+  // were chosen (for benchmarks and bug reports); empty if there is no plan.
+  std::string describe_plan(const ConvShape& shape) const;
   // Frees the workspace (grown to the largest convolution so far, e.g. a
   // multi-frame batch's); the next convolution that needs one allocates it.
   void release_workspace();

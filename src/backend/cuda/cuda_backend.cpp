@@ -191,7 +191,7 @@ void CudaBackend::make_lane(Lane& lane, int priority) const {
   try {
     lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32,
                                        options_.low_memory ? Gemm::kLowMemoryWorkspaceBytes : Gemm::kWorkspaceBytes);
-    lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32);
+    lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32, options_.conv_algorithm);
     lane.scratch = std::make_unique<DeviceScratch>(lane.stream, "float32 scratch");
   } catch (...) {
     destroy_lane(lane);

@@ -140,6 +140,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return main_.stream; }  // the main stream
   cublasLtHandle_t cublaslt_handle() const;
   Gemm& gemm() { return *main_.gemm; }
+  Conv& conv() { return *main_.conv; }
   const CudaBackendOptions& options() const { return options_; }
   // Refills the pinned staging buffer of `device` from `host` without
   // enqueueing the copy: for replaying a captured graph, whose copy node

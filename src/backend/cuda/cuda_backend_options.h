@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backend/cuda/attention/attention_types.h"
+#include "backend/cuda/conv_algorithm.h"
 
 #include <lingbot/options.h>
 
@@ -29,6 +30,8 @@ struct CudaBackendOptions {
   // tensor-core kernel applies: Auto (WgmmaWs), Mma or WgmmaWs
   // (attention/attention.h).
   AttentionKernel attention_kernel = AttentionKernel::Auto;
+  // How each convolution shape's cuDNN algorithm is chosen (conv.h).
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::Heuristic;
   // The backend's part of memory_profile low: each lane's cuBLASLt
   // workspace is 4 MiB instead of 32 (its heuristic passes over algorithms
   // that need more). cuDNN's workspace keeps its size: its TF32 convolutions
