@@ -142,16 +142,39 @@ CudaBackend& gpu_measured() {
   return *backend;
 }
 
+struct NhwcConvCase {
+  const char* name;
+  Shape x;  // [n, cin, h, w], as the reference takes it
+  int64_t cout, k;
+  int stride, pad;
+  DType maps;
+};
+
+// conv2d_nhwc on `be` against the CPU's NCHW conv2d (with a bias); returns
+// how the shape's algorithm was chosen (Conv::describe_plan).
+std::string check_conv_nhwc(CudaBackend& be, const NhwcConvCase& c, uint64_t seed) {
+  const int64_t n = c.x[0], cin = c.x[1];
+  const int64_t oh = (c.x[2] + 2 * c.pad - c.k) / c.stride + 1, ow = (c.x[3] + 2 * c.pad - c.k) / c.stride + 1;
+  const float w_scale = std::sqrt(3.0f / static_cast<float>(cin * c.k * c.k));
+  // Inputs the maps' dtype holds exactly, so that the reference sees what the GPU does.
+  const Tensor x = representable(random_host(c.x, seed), c.maps);
+  const Tensor w = representable(random_host({c.cout, cin, c.k, c.k}, seed + 1, -w_scale, w_scale), c.maps);
+  const Tensor b = random_host({c.cout}, seed + 2);
+  Tensor expected = cpu_poisoned({n, c.cout, oh, ow});
+  cpu().conv2d(x, w, &b, c.stride, c.pad, expected);
+  const Tensor gb = to_gpu(b, DType::F32);
+  Tensor out = poisoned({n, oh, ow, c.cout}, c.maps);
+  be.conv2d_nhwc(to_gpu(to_channels_last(x), c.maps), to_gpu(to_channels_last(w), c.maps), &gb, c.stride, c.pad, out);
+  EXPECT_TRUE(matches(out, to_channels_last(expected), c.maps == DType::BF16 ? kBf16Bound : kTf32Bound, c.name));
+  const ConvShape shape{.batches = n, .in_channels = cin, .height = c.x[2], .width = c.x[3], .out_channels = c.cout,
+                        .kernel = c.k, .stride = c.stride, .pad = c.pad, .channels_last = true,
+                        .bf16 = c.maps == DType::BF16};
+  return be.conv().describe_plan(shape);
+}
+
 TEST(CudaBackendImage, Conv2dWithMeasuredAlgorithmsMatchesCpu) {
   LB_REQUIRE_CUDA_DEVICE();
-  struct Case {
-    const char* name;
-    Shape x;  // [n, cin, h, w]
-    int64_t cout, k;
-    int stride, pad;
-    DType maps;
-  };
-  const Case cases[] = {
+  const NhwcConvCase cases[] = {
       {"residual unit 256@108x144 3x3 tf32", {1, 256, 108, 144}, 256, 3, 1, 1, DType::F32},
       {"residual unit 256@108x144 3x3 bf16", {1, 256, 108, 144}, 256, 3, 1, 1, DType::BF16},
       {"output_conv2.0 128@378x504 -> 32 3x3 bf16", {1, 128, 378, 504}, 32, 3, 1, 1, DType::BF16},
@@ -159,35 +182,14 @@ TEST(CudaBackendImage, Conv2dWithMeasuredAlgorithmsMatchesCpu) {
       {"out_conv 2 x 256@54x72 1x1 bf16", {2, 256, 54, 72}, 256, 1, 1, 0, DType::BF16},
       {"odd 2 x 3@7x5 -> 4 3x3 s2 bf16", {2, 3, 7, 5}, 4, 3, 2, 1, DType::BF16},
   };
-  CudaBackend& be = gpu_measured();
   uint64_t seed = 7500;
-  for (const Case& c : cases) {
+  for (const NhwcConvCase& c : cases) {
     SCOPED_TRACE(c.name);
-    const int64_t n = c.x[0], cin = c.x[1];
-    const int64_t oh = (c.x[2] + 2 * c.pad - c.k) / c.stride + 1, ow = (c.x[3] + 2 * c.pad - c.k) / c.stride + 1;
-    const float w_scale = std::sqrt(3.0f / static_cast<float>(cin * c.k * c.k));
-    // Inputs the maps' dtype holds exactly, so that the reference sees what the GPU does.
-    const Tensor x = representable(random_host(c.x, seed += 10), c.maps);
-    const Tensor w = representable(random_host({c.cout, cin, c.k, c.k}, seed + 1, -w_scale, w_scale), c.maps);
-    const Tensor b = random_host({c.cout}, seed + 2);
-    Tensor expected = cpu_poisoned({n, c.cout, oh, ow});
-    cpu().conv2d(x, w, &b, c.stride, c.pad, expected);
-    const Tensor gb = to_gpu(b, DType::F32);
-    Tensor out = poisoned({n, oh, ow, c.cout}, c.maps);
-    be.conv2d_nhwc(to_gpu(to_channels_last(x), c.maps), to_gpu(to_channels_last(w), c.maps), &gb, c.stride, c.pad,
-                   out);
-    EXPECT_TRUE(matches(out, to_channels_last(expected), c.maps == DType::BF16 ? kBf16Bound : kTf32Bound, c.name));
-    const ConvShape shape{.batches = n, .in_channels = cin, .height = c.x[2], .width = c.x[3], .out_channels = c.cout,
-                          .kernel = c.k, .stride = c.stride, .pad = c.pad, .channels_last = true,
-                          .bf16 = c.maps == DType::BF16};
-    const std::string plan = be.conv().describe_plan(shape);
-    EXPECT_NE(plan.find("(measured "), std::string::npos) << plan;
-    // The heuristic backend's plan for the same shape says so.
-    Tensor again = poisoned({n, oh, ow, c.cout}, c.maps);
-    gpu().conv2d_nhwc(to_gpu(to_channels_last(x), c.maps), to_gpu(to_channels_last(w), c.maps), &gb, c.stride, c.pad,
-                      again);
-    EXPECT_NE(gpu().conv().describe_plan(shape).find("(heuristic)"), std::string::npos);
-    EXPECT_TRUE(matches(again, to_channels_last(expected), c.maps == DType::BF16 ? kBf16Bound : kTf32Bound, c.name));
+    const std::string measured = check_conv_nhwc(gpu_measured(), c, seed += 10);
+    EXPECT_NE(measured.find("(measured "), std::string::npos) << measured;
+    // The default backend chooses the same shape's algorithm by cuDNN's ranking.
+    const std::string ranked = check_conv_nhwc(gpu(), c, seed);
+    EXPECT_NE(ranked.find("(heuristic)"), std::string::npos) << ranked;
   }
 }
 
