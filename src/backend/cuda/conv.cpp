@@ -173,7 +173,8 @@ struct Conv::Impl {
   }
 
   // Times every algorithm on the call's own tensors (y is written, which the
-  // forward call overwrites) and takes the fastest usable one. The trials'
+  // forward call overwrites) and takes the fastest usable one; false if
+  // there is none or the search failed. The trials'
   // workspace is the largest any algorithm needs within the cap; if that
   // grew the buffer beyond what the choice needs, it is freed again so that
   // the next use allocates only that.
@@ -190,9 +191,11 @@ struct Conv::Impl {
     LB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<size_t>(std::max(max_count, 1)));
     int returned = 0;
-    LB_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, plan.x, x, plan.w, w, plan.conv, plan.y, y,
-                                                          max_count, &returned, results.data(), trial_space,
-                                                          trial_bytes));
+    // A failed search is not the user's error: the heuristic chooses instead.
+    const cudnnStatus_t found = cudnnFindConvolutionForwardAlgorithmEx(
+        handle, plan.x, x, plan.w, w, plan.conv, plan.y, y, max_count, &returned, results.data(), trial_space,
+        trial_bytes);
+    if (found != CUDNN_STATUS_SUCCESS) returned = 0;
     bool chosen = false;
     for (int i = 0; i < returned && !chosen; ++i) {  // fastest first
       const cudnnConvolutionFwdAlgoPerf_t& p = results[static_cast<size_t>(i)];
