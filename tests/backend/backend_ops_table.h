@@ -652,16 +652,6 @@ inline OpCase resize_bilinear_add_axes_case(const Shape& x, int64_t oh, int64_t 
 
 namespace detail {
 
-// [a, b, c, d] -> [a, c, d, b] (NCHW -> NHWC, or OIHW -> OHWI).
-inline Tensor channels_last(const Tensor& t) {
-  const int64_t A = t.dim(0), B = t.dim(1), P = t.dim(2) * t.dim(3);
-  Tensor out = Tensor::empty({A, t.dim(2), t.dim(3), B});
-  for (int64_t a = 0; a < A; ++a)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t p = 0; p < P; ++p) out.f32()[(a * P + p) * B + b] = t.f32()[(a * B + b) * P + p];
-  return out;
-}
-
 // The channels-last ops' maps: float32 (Storage::F32), or the backend's
 // compute dtype (Storage::Compute: bfloat16 on the GPU and the CPU's bf16
 // mode, the depth head's option depth_head_dtype bf16), named so.
@@ -687,7 +677,7 @@ inline OpCase conv2d_nhwc_case(const Conv& p, Activation act = Activation::None,
     const float ws = detail::weight_scale(cin * p.k * p.k);
     const Tensor x = ctx.random(p.x), w = ctx.random({p.cout, cin, p.k, p.k}, -ws, ws);
     const Tensor b = ctx.random({p.cout}, -1, 1, DType::F32);
-    Tensor ref = detail::channels_last(naive::conv2d(x, w, p.bias ? &b : nullptr, p.stride, p.pad));
+    Tensor ref = naive::channels_last(naive::conv2d(x, w, p.bias ? &b : nullptr, p.stride, p.pad));
     const Tensor r = ctx.random(ref.shape());
     for (int64_t i = 0; i < ref.numel(); ++i) {
       float v = ref.f32()[i] + (residual ? r.f32()[i] : 0.0f);
@@ -695,7 +685,7 @@ inline OpCase conv2d_nhwc_case(const Conv& p, Activation act = Activation::None,
     }
     const Tensor db = ctx.device(b, DType::F32), dr = ctx.device(r);
     Tensor out = ctx.poisoned(ref.shape());
-    ctx.be.conv2d_nhwc(ctx.device(detail::channels_last(x)), ctx.device(detail::channels_last(w)),
+    ctx.be.conv2d_nhwc(ctx.device(naive::channels_last(x)), ctx.device(naive::channels_last(w)),
                        p.bias ? &db : nullptr, p.stride, p.pad, out,
                        {.act = act, .residual = residual ? &dr : nullptr});
     ctx.expect(out, ref);
@@ -713,10 +703,10 @@ inline OpCase conv_transpose2d_nhwc_case(const Shape& x, int64_t cout, int k, bo
     const float ws = detail::weight_scale(x[1]);
     const Tensor hx = ctx.random(x), w = ctx.random({x[1], cout, k, k}, -ws, ws);
     const Tensor b = ctx.random({cout}, -1, 1, DType::F32);
-    const Tensor ref = detail::channels_last(naive::conv_transpose2d(hx, w, bias ? &b : nullptr, k));
+    const Tensor ref = naive::channels_last(naive::conv_transpose2d(hx, w, bias ? &b : nullptr, k));
     const Tensor db = ctx.device(b, DType::F32);
     Tensor out = ctx.poisoned(ref.shape());
-    ctx.be.conv_transpose2d_nhwc(ctx.device(detail::channels_last(hx)), ctx.device(w), bias ? &db : nullptr, k,
+    ctx.be.conv_transpose2d_nhwc(ctx.device(naive::channels_last(hx)), ctx.device(w), bias ? &db : nullptr, k,
                                  out);
     ctx.expect(out, ref);
   };
@@ -736,21 +726,21 @@ inline OpCase resize_bilinear_nhwc_case(const Shape& x, int64_t oh, int64_t ow, 
   c.bound = detail::maps_bound(maps, {kF32Resize, kF32OnLowp});
   c.run = [=](OpContext& ctx) {
     const Tensor hx = ctx.random(x);
-    const Tensor dx = ctx.device(detail::channels_last(hx));
+    const Tensor dx = ctx.device(naive::channels_last(hx));
     Tensor out = ctx.poisoned({x[0], oh, ow, x[1]});
     if (add == ResizeAdd::None) {
       ctx.be.resize_bilinear_nhwc(dx, nullptr, out);
-      ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, nullptr, oh, ow)));
+      ctx.expect(out, naive::channels_last(naive::resize_bilinear(hx, nullptr, oh, ow)));
       return;
     }
     // The term channels first for the reference, channels last for the op.
     const Shape nchw = add == ResizeAdd::Planes ? Shape{1, x[1], oh, ow} : Shape{x[0], x[1], oh, ow};
     const Tensor ha = ctx.random(nchw);
-    const Tensor ha_last = detail::channels_last(ha);
+    const Tensor ha_last = naive::channels_last(ha);
     const Tensor da = ctx.device(add == ResizeAdd::Planes ? ha_last.reshape({oh, ow, x[1]}) : ha_last);
     ctx.be.resize_bilinear_nhwc(dx, &da, out);
     const Tensor ha_ref = add == ResizeAdd::Planes ? ha.reshape({x[1], oh, ow}) : ha;
-    ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, &ha_ref, oh, ow)));
+    ctx.expect(out, naive::channels_last(naive::resize_bilinear(hx, &ha_ref, oh, ow)));
   };
   return c;
 }
@@ -766,9 +756,9 @@ inline OpCase resize_bilinear_add_axes_nhwc_case(const Shape& x, int64_t oh, int
     const int64_t C = x[1];
     const auto [hx, by_col, by_row, whole] = detail::axis_case(ctx, x, oh, ow, col_channels);
     Tensor out = ctx.poisoned({x[0], oh, ow, C});  // the position tables stay float32
-    ctx.be.resize_bilinear_add_axes_nhwc(ctx.device(detail::channels_last(hx)),
+    ctx.be.resize_bilinear_add_axes_nhwc(ctx.device(naive::channels_last(hx)),
                                          ctx.device(by_col, DType::F32), ctx.device(by_row, DType::F32), out);
-    ctx.expect(out, detail::channels_last(naive::resize_bilinear(hx, &whole, oh, ow)));
+    ctx.expect(out, naive::channels_last(naive::resize_bilinear(hx, &whole, oh, ow)));
   };
   return c;
 }

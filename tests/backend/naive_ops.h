@@ -338,6 +338,16 @@ inline Tensor tokens_to_nchw(const Tensor& tokens, int h, int w) {
   return out;
 }
 
+// [a, b, c, d] -> [a, c, d, b] (NCHW -> NHWC, or OIHW -> OHWI).
+inline Tensor channels_last(const Tensor& t) {
+  const int64_t A = t.dim(0), B = t.dim(1), P = t.dim(2) * t.dim(3);
+  Tensor out = Tensor::empty({A, t.dim(2), t.dim(3), B});
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t p = 0; p < P; ++p) out.f32()[(a * P + p) * B + b] = t.f32()[(a * B + b) * P + p];
+  return out;
+}
+
 // Conv2d: x[B, Cin, H, W], w[Cout, Cin, k, k], zero padding `pad`, output
 // [B, Cout, (H + 2 pad - k) / stride + 1, (W + 2 pad - k) / stride + 1].
 inline Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* b, int stride, int pad) {

@@ -85,12 +85,6 @@ const char* math_name(cudnnMathType_t m) {
   }
 }
 
-bool is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 }  // namespace
 
 std::string ConvShape::describe() const {

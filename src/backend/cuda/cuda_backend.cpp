@@ -56,12 +56,6 @@ char* bytes_at(const Tensor& t, int64_t element) {
   return static_cast<char*>(t.data()) + element * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 // Host tensor -> `bytes` of `dtype` at `dst` (host memory).
 void write_host_as(const Tensor& host, DType dtype, void* dst) {
   if (host.dtype() == dtype) {
@@ -212,7 +206,7 @@ std::string CudaBackend::name() const { return fmt::format("cuda ({})", device_n
 cublasLtHandle_t CudaBackend::cublaslt_handle() const { return main_.gemm->handle(); }
 
 void CudaBackend::after_op(const char* op) {
-  if (!options_.sync_after_each_op || capturing(lane_->stream)) return;
+  if (!options_.sync_after_each_op || is_capturing(lane_->stream)) return;
   const cudaError_t status = cudaStreamSynchronize(lane_->stream);
   if (status != cudaSuccess)
     fail("cuda backend: {} failed on the GPU: {} ({})", op, cudaGetErrorString(status), cudaGetErrorName(status));
@@ -348,7 +342,7 @@ void CudaBackend::upload_into(const Tensor& host, Tensor& device) {
   contracts::check_upload_into(contract(), host, device);
   if (device.numel() == 0) return;
   Staging& s = staging_for(device);
-  const bool in_capture = capturing(main_.stream);
+  const bool in_capture = is_capturing(main_.stream);
   // The previous copy out of this buffer must be done before it is rewritten.
   // (Inside a capture nothing is waited for: synchronize before capturing.)
   if (s.pending && !in_capture) LB_CUDA_CHECK(cudaEventSynchronize(s.copied));

@@ -81,11 +81,15 @@ int64_t device_free_bytes() noexcept {
   return static_cast<int64_t>(free_bytes);
 }
 
+bool is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 void check_not_capturing(cudaStream_t stream, const char* what) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  LB_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  LB_CHECK(capture == cudaStreamCaptureStatusNone,
-           "cuda backend: {} during CUDA graph capture; run the step once before capturing it", what);
+  LB_CHECK(!is_capturing(stream), "cuda backend: {} during CUDA graph capture; run the step once before capturing it",
+           what);
 }
 
 DeviceScratch::~DeviceScratch() {

@@ -70,6 +70,8 @@ class DeviceScratch {
   size_t capacity_ = 0;
 };
 
+// Whether `stream` is being captured into a CUDA graph.
+bool is_capturing(cudaStream_t stream);
 // Throws if `stream` is being captured: `what` would break the capture.
 void check_not_capturing(cudaStream_t stream, const char* what);
 

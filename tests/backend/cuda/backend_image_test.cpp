@@ -6,6 +6,7 @@
 #include "backend_test_support.h"
 
 #include "backend/cuda/conv.h"
+#include "backend/naive_ops.h"
 
 #include <cmath>
 
@@ -120,17 +121,6 @@ TEST(CudaBackendImage, Conv2dMatchesCpuAtDptShapes) {
   }
 }
 
-// [a, b, h, w] -> [a, h, w, b] on the host (NCHW maps and KCRS weights to
-// channels last).
-Tensor to_channels_last(const Tensor& t) {
-  const int64_t A = t.dim(0), B = t.dim(1), H = t.dim(2), W = t.dim(3);
-  Tensor out = Tensor::empty({A, H, W, B});
-  for (int64_t a = 0; a < A; ++a)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t p = 0; p < H * W; ++p) out.f32()[(a * H * W + p) * B + b] = t.f32()[(a * B + b) * H * W + p];
-  return out;
-}
-
 // A backend whose convolutions time every cuDNN algorithm on a shape's first call.
 CudaBackend& gpu_measured() {
   static CudaBackend* backend = [] {
@@ -164,8 +154,8 @@ std::string check_conv_nhwc(CudaBackend& be, const NhwcConvCase& c, uint64_t see
   cpu().conv2d(x, w, &b, c.stride, c.pad, expected);
   const Tensor gb = to_gpu(b, DType::F32);
   Tensor out = poisoned({n, oh, ow, c.cout}, c.maps);
-  be.conv2d_nhwc(to_gpu(to_channels_last(x), c.maps), to_gpu(to_channels_last(w), c.maps), &gb, c.stride, c.pad, out);
-  EXPECT_TRUE(matches(out, to_channels_last(expected), c.maps == DType::BF16 ? kBf16Bound : kTf32Bound, c.name));
+  be.conv2d_nhwc(to_gpu(test::naive::channels_last(x), c.maps), to_gpu(test::naive::channels_last(w), c.maps), &gb, c.stride, c.pad, out);
+  EXPECT_TRUE(matches(out, test::naive::channels_last(expected), c.maps == DType::BF16 ? kBf16Bound : kTf32Bound, c.name));
   const ConvShape shape{.batches = n, .in_channels = cin, .height = c.x[2], .width = c.x[3], .out_channels = c.cout,
                         .kernel = c.k, .stride = c.stride, .pad = c.pad, .channels_last = true,
                         .bf16 = c.maps == DType::BF16};
