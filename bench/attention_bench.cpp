@@ -13,7 +13,13 @@
 //     AVX-512 (1) build of the tiled kernel.
 //   BM_Attention{Tiled,Rows,Naive}Small/<threads>: 128 queries x 8 frames of keys
 //     (7,824), where the naive double-precision reference still runs in seconds.
+//   BM_AttentionBf16FullWindow/<threads>, BM_AttentionBf16Self/<threads>: the bf16
+//     mode's kernel (attention_bf16.h) on the same problems, keys and values
+//     stored as bfloat16 in the window (as the bf16 mode's KV store keeps them)
+//     and float32 in self-attention (a block's own q, k, v).
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/bf16_convert.h"
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -68,6 +74,42 @@ Problem make_self(int64_t n) {
   return p;
 }
 
+// The problem with its keys and values stored as bfloat16 (the values rounded).
+struct Bf16Problem {
+  Problem p;
+  std::vector<uint16_t> k, v;
+};
+
+Bf16Problem with_bf16_keys(Problem p) {
+  Bf16Problem b;
+  b.k.resize(p.k.size());
+  b.v.resize(p.v.size());
+  bf16_from_f32(p.k.data(), b.k.data(), static_cast<int64_t>(p.k.size()));
+  bf16_from_f32(p.v.data(), b.v.data(), static_cast<int64_t>(p.v.size()));
+  const int64_t row = int64_t{kHeads} * kHeadDim;
+  for (KvSpan& s : p.spans) {
+    const int64_t at = (static_cast<const float*>(s.k) - p.k.data()) / row;
+    s = {b.k.data() + at * row, b.v.data() + at * row, s.tokens, KvElement::Bf16};
+  }
+  b.p = std::move(p);
+  return b;
+}
+
+void run_bf16(benchmark::State& state, Problem& p) {
+  if (!bf16_attention_available()) {
+    state.SkipWithError("this CPU or build lacks the bf16 attention");
+    return;
+  }
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  for (auto _ : state) {
+    attention_bf16(p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * kHeadDim * kHeads;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void run(benchmark::State& state, Problem& p, detail::Kernel kernel, bool naive) {
   const int threads = static_cast<int>(state.range(0));
   omp_set_num_threads(threads);
@@ -117,6 +159,15 @@ void BM_AttentionNaiveSmall(benchmark::State& state) {
   run(state, p, detail::Kernel::Auto, true);
 }
 
+void BM_AttentionBf16FullWindow(benchmark::State& state) {
+  static Bf16Problem b = with_bf16_keys(make_problem(kTokensPerFrame, 72));
+  run_bf16(state, b.p);
+}
+void BM_AttentionBf16Self(benchmark::State& state) {
+  static Problem p = make_self(kTokensPerFrame);
+  run_bf16(state, p);
+}
+
 // Few queries (the camera head, a non-tiled shape): args = nq, kernel (0 tiled, 1 rows), 1 thread.
 void BM_AttentionFewQueries(benchmark::State& state) {
   static Problem p = make_problem(8, 8);
@@ -141,6 +192,8 @@ BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseR
 BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionRowsSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionBf16FullWindow)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_AttentionBf16Self)->Arg(1)->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionNaiveSmall)->Arg(1)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 BENCHMARK_MAIN();

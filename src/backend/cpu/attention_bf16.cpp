@@ -26,8 +26,11 @@ namespace {
 using dnnl::memory;
 using Dt = memory::data_type;
 
-constexpr int kMaxQueryTile = 256;  // queries per work item
-constexpr int kKeyBlock = 512;      // keys per softmax step: S is 256 x 512 floats (512 KiB, in L2)
+// Every work item reads all of its head's keys and values, so the fewer
+// query tiles per head the less of that traffic (a full window's keys are
+// 18 MB per head); S and P of a tile stay in L2 (768 KiB at 512 x 256).
+constexpr int kMaxQueryTile = 512;  // queries per work item
+constexpr int kKeyBlock = 256;      // keys per softmax step
 constexpr int kRowStep = 16;        // query tiles are padded to a multiple of this
 
 // The two products of one work item's shape (query tile rows, head_dim).
@@ -74,7 +77,7 @@ struct Lane {
   std::map<std::pair<int, int>, Products> products;  // (rows, head_dim)
   int head_dim = 0;
   std::unique_ptr<uint16_t[], AlignedFree> q, k, v, p;
-  std::unique_ptr<float[], AlignedFree> s, o, kf, vf, m, l;
+  std::unique_ptr<float[], AlignedFree> s, o, row, m, l;
 
   void reserve(int dim) {
     if (dim == head_dim) return;
@@ -85,8 +88,7 @@ struct Lane {
     p = aligned_array<uint16_t>(size_t{kMaxQueryTile} * kKeyBlock);
     s = aligned_array<float>(size_t{kMaxQueryTile} * kKeyBlock);
     o = aligned_array<float>(size_t{kMaxQueryTile} * dim);
-    kf = aligned_array<float>(size_t{kKeyBlock} * dim);
-    vf = aligned_array<float>(size_t{kKeyBlock} * dim);
+    row = aligned_array<float>(size_t{2} * dim);
     m = aligned_array<float>(kMaxQueryTile);
     l = aligned_array<float>(kMaxQueryTile);
   }
@@ -104,8 +106,12 @@ std::vector<std::unique_ptr<Lane>>& lanes_of_this_thread() {
   return lanes;
 }
 
+// Queries split into equal tiles of at most kMaxQueryTile rows (a frame's 978
+// into two of 489), each padded to kRowStep. The split does not depend on
+// the thread count, so neither do the results.
 int query_tile_rows(int64_t nq) {
-  const int64_t rows = std::min<int64_t>(nq, kMaxQueryTile);
+  const int64_t tiles = (nq + kMaxQueryTile - 1) / kMaxQueryTile;
+  const int64_t rows = (nq + tiles - 1) / tiles;
   return static_cast<int>((rows + kRowStep - 1) / kRowStep * kRowStep);
 }
 
@@ -125,10 +131,8 @@ void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan
   const std::unordered_map<int, memory> values_args{{DNNL_ARG_SRC, mp}, {DNNL_ARG_WEIGHTS, mv}, {DNNL_ARG_DST, mo}};
   tiled::KeyStream keys(spans, count, num_heads, D, h);
   for (;;) {
-    const int n = keys.next_block(kKeyBlock, D, lane.kf.get(), lane.vf.get());
+    const int n = keys.next_block_bf16(kKeyBlock, lane.k.get(), lane.v.get(), lane.row.get());
     if (n == 0) break;
-    detail::bf16_round_rows_avx512(lane.kf.get(), D, n, D, lane.k.get(), D);
-    detail::bf16_round_rows_avx512(lane.vf.get(), D, n, D, lane.v.get(), D);
     if (n < kKeyBlock) {  // padding keys: zero K (scores masked anyway) and zero V (P is 0 there)
       std::fill(lane.k.get() + int64_t{n} * D, lane.k.get() + int64_t{kKeyBlock} * D, uint16_t{0});
       std::fill(lane.v.get() + int64_t{n} * D, lane.v.get() + int64_t{kKeyBlock} * D, uint16_t{0});

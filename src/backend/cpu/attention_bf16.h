@@ -13,11 +13,11 @@
 // of bf16 products), so the only rounding added against the float32 kernel is
 // P's, as in FlashAttention's bf16 kernels and upstream's bf16 SDPA.
 //
-// Work items are (head, tile of up to 256 queries); each runs on one thread
+// Work items are (head, tile of up to 512 queries); each runs on one thread
 // with its own primitives and stream (oneDNN runs a primitive single-threaded
 // inside our parallel region), and streams its head's keys and values in
-// blocks of 512 out of the spans (any stored element type), converted to
-// bf16 and zero-padded, their scores masked.
+// blocks of 256 out of the spans (any stored element type; bf16 ones, the
+// bf16 mode's KV store, copied as they are), zero-padded, their scores masked.
 #pragma once
 
 #include "backend/cpu/attention.h"

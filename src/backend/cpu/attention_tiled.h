@@ -90,8 +90,16 @@ inline float e4m3_value(uint8_t code) {  // the two NaN codes never occur in a s
   return (code & 0x80u) ? -magnitude : magnitude;
 }
 
+// float32 -> bfloat16 bits, nearest even (finite values: keys and values).
+inline uint16_t bf16_bits_of(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
 // Walks the keys of all spans in order, handing out one head's K/V slices
-// as float32 (dequantised from the span's stored element type).
+// as float32 (dequantised from the span's stored element type), or as
+// bfloat16 for the bf16 attention.
 class KeyStream {
  public:
   KeyStream(const KvSpan* spans, size_t count, int num_heads, int head_dim, int head)
@@ -99,17 +107,7 @@ class KeyStream {
 
   // Copies the head slices of up to `max` next keys into kb, vb ([n][head_dim]).
   int next_block(int max, int head_dim, float* kb, float* vb) {
-    int n = 0;
-    const int64_t row = int64_t{num_heads_} * head_dim_;
-    const int64_t head_offset = int64_t{head_} * head_dim_;
-    while (n < max && span_ < count_) {
-      const KvSpan& s = spans_[span_];
-      if (token_ >= s.tokens) {
-        ++span_;
-        token_ = 0;
-        continue;
-      }
-      const int64_t off = token_ * row + head_offset;
+    return walk(max, [&](int n, const KvSpan& s, int64_t off, int64_t token) {
       float* kd = kb + int64_t{n} * head_dim;
       float* vd = vb + int64_t{n} * head_dim;
       if (s.element == KvElement::F32) {
@@ -121,20 +119,68 @@ class KeyStream {
         for (int c = 0; c < head_dim; ++c) kd[c] = bf16_value(ks[c]);
         for (int c = 0; c < head_dim; ++c) vd[c] = bf16_value(vs[c]);
       } else {
-        const uint8_t* ks = static_cast<const uint8_t*>(s.k) + off;
-        const uint8_t* vs = static_cast<const uint8_t*>(s.v) + off;
-        const float k_scale = s.k_scale[token_ * num_heads_ + head_];
-        const float v_scale = s.v_scale[token_ * num_heads_ + head_];
-        for (int c = 0; c < head_dim; ++c) kd[c] = e4m3_value(ks[c]) * k_scale;
-        for (int c = 0; c < head_dim; ++c) vd[c] = e4m3_value(vs[c]) * v_scale;
+        dequantise_fp8(s, off, token, kd, vd);
       }
+    });
+  }
+
+  // The same keys as bfloat16 bits: bf16 spans copied as stored (exactly
+  // what next_block() followed by rounding gives), float32 and fp8 ones read
+  // back to float32 as above and rounded to nearest even. `row` is scratch
+  // of 2 * head_dim floats.
+  int next_block_bf16(int max, uint16_t* kb, uint16_t* vb, float* row) {
+    const int D = head_dim_;
+    return walk(max, [&](int n, const KvSpan& s, int64_t off, int64_t token) {
+      uint16_t* kd = kb + int64_t{n} * D;
+      uint16_t* vd = vb + int64_t{n} * D;
+      if (s.element == KvElement::Bf16) {
+        std::memcpy(kd, static_cast<const uint16_t*>(s.k) + off, sizeof(uint16_t) * static_cast<size_t>(D));
+        std::memcpy(vd, static_cast<const uint16_t*>(s.v) + off, sizeof(uint16_t) * static_cast<size_t>(D));
+        return;
+      }
+      const float* kf = static_cast<const float*>(s.k) + off;
+      const float* vf = static_cast<const float*>(s.v) + off;
+      if (s.element == KvElement::Fp8) {
+        dequantise_fp8(s, off, token, row, row + D);
+        kf = row;
+        vf = row + D;
+      }
+      for (int c = 0; c < D; ++c) kd[c] = bf16_bits_of(kf[c]);
+      for (int c = 0; c < D; ++c) vd[c] = bf16_bits_of(vf[c]);
+    });
+  }
+
+ private:
+  // Calls emit(n, span, offset of the head's slice, token) for up to `max`
+  // next keys; returns how many.
+  template <typename Emit>
+  int walk(int max, Emit&& emit) {
+    int n = 0;
+    const int64_t row = int64_t{num_heads_} * head_dim_;
+    const int64_t head_offset = int64_t{head_} * head_dim_;
+    while (n < max && span_ < count_) {
+      const KvSpan& s = spans_[span_];
+      if (token_ >= s.tokens) {
+        ++span_;
+        token_ = 0;
+        continue;
+      }
+      emit(n, s, token_ * row + head_offset, token_);
       ++token_;
       ++n;
     }
     return n;
   }
 
- private:
+  void dequantise_fp8(const KvSpan& s, int64_t off, int64_t token, float* kd, float* vd) const {
+    const uint8_t* ks = static_cast<const uint8_t*>(s.k) + off;
+    const uint8_t* vs = static_cast<const uint8_t*>(s.v) + off;
+    const float k_scale = s.k_scale[token * num_heads_ + head_];
+    const float v_scale = s.v_scale[token * num_heads_ + head_];
+    for (int c = 0; c < head_dim_; ++c) kd[c] = e4m3_value(ks[c]) * k_scale;
+    for (int c = 0; c < head_dim_; ++c) vd[c] = e4m3_value(vs[c]) * v_scale;
+  }
+
   const KvSpan* spans_;
   size_t count_;
   int num_heads_;

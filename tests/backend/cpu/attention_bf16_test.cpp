@@ -1,7 +1,7 @@
 // cpu::attention_bf16 (bf16 products through oneDNN, attention_bf16.h)
 // against the double-precision reference over the same bf16-valued q, k and
-// v: query counts around its 16-row padding and 256-query tiles, key counts
-// around its 512-key blocks, several spans (float32 and bfloat16 storage),
+// v: query counts around its 16-row padding and 512-query tiles, key counts
+// around its 256-key blocks, several spans (float32, bfloat16 and fp8 storage),
 // head_dim 64 and 32, large scores. Its one rounding beyond the reference is
 // P's to bfloat16 (relative 2^-9 per weight), so each output may move by
 // 2^-9 of max|v| plus float32 noise. Also: no keys, thread-count independence.
@@ -9,6 +9,7 @@
 #include "backend/cpu/attention_bf16.h"
 
 #include "core/half.h"
+#include "kv/fp8_e4m3.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -29,12 +30,20 @@ struct Case {
   int heads, dim;
   std::vector<int64_t> span_tokens;
   float magnitude = 1.f;
-  bool bf16_storage = false;  // spans after the first hold bfloat16 bits
+  // How the spans after the first are stored (the first is float32).
+  KvElement storage = KvElement::F32;
 };
+
+// fp8 spans' scales: powers of two, so that every stored value (a 4-bit
+// e4m3 significand times the scale) is a bfloat16 value and the bound below
+// holds unchanged; what is tested is that codes and scales are read back.
+constexpr float kFp8KScale = 0.5f, kFp8VScale = 0.25f;
 
 struct Data {
   std::vector<float> q, k, v;
   std::vector<std::vector<uint16_t>> k16, v16;
+  std::vector<std::vector<uint8_t>> k8, v8;
+  std::vector<std::vector<float>> k8_scale, v8_scale;
   std::vector<KvSpan> spans;
   double vmax = 0;
 };
@@ -50,26 +59,39 @@ Data make(const Case& c, std::mt19937& rng) {
   d.v.resize(static_cast<size_t>(nk * row));
   for (float& x : d.q) x = bf16_valued(normal(rng) * c.magnitude);
   for (float& x : d.k) x = bf16_valued(normal(rng) * c.magnitude);
-  for (float& x : d.v) {
-    x = bf16_valued(normal(rng));
-    d.vmax = std::max(d.vmax, std::fabs(double{x}));
-  }
+  for (float& x : d.v) x = bf16_valued(normal(rng));
   int64_t at = 0;
   for (size_t s = 0; s < c.span_tokens.size(); ++s) {
     const int64_t t = c.span_tokens[s];
-    if (c.bf16_storage && s > 0) {
-      auto& k16 = d.k16.emplace_back(static_cast<size_t>(t * row));
-      auto& v16 = d.v16.emplace_back(static_cast<size_t>(t * row));
-      for (int64_t i = 0; i < t * row; ++i) {
-        k16[static_cast<size_t>(i)] = f32_to_bf16(d.k[static_cast<size_t>(at * row + i)]);
-        v16[static_cast<size_t>(i)] = f32_to_bf16(d.v[static_cast<size_t>(at * row + i)]);
+    float* k = d.k.data() + at * row;
+    float* v = d.v.data() + at * row;
+    const auto elements = static_cast<size_t>(t * row);
+    if (s > 0 && c.storage == KvElement::Bf16) {
+      auto& k16 = d.k16.emplace_back(elements);
+      auto& v16 = d.v16.emplace_back(elements);
+      for (size_t i = 0; i < elements; ++i) {
+        k16[i] = f32_to_bf16(k[i]);
+        v16[i] = f32_to_bf16(v[i]);
       }
       d.spans.push_back({k16.data(), v16.data(), t, KvElement::Bf16});
+    } else if (s > 0 && c.storage == KvElement::Fp8) {
+      auto& k8 = d.k8.emplace_back(elements);
+      auto& v8 = d.v8.emplace_back(elements);
+      auto& ks = d.k8_scale.emplace_back(static_cast<size_t>(t * c.heads), kFp8KScale);
+      auto& vs = d.v8_scale.emplace_back(static_cast<size_t>(t * c.heads), kFp8VScale);
+      for (size_t i = 0; i < elements; ++i) {  // the reference reads the stored values
+        k8[i] = kv::f32_to_e4m3(k[i] / kFp8KScale);
+        v8[i] = kv::f32_to_e4m3(v[i] / kFp8VScale);
+        k[i] = kv::e4m3_to_f32(k8[i]) * kFp8KScale;
+        v[i] = kv::e4m3_to_f32(v8[i]) * kFp8VScale;
+      }
+      d.spans.push_back({k8.data(), v8.data(), t, KvElement::Fp8, ks.data(), vs.data()});
     } else {
-      d.spans.push_back({d.k.data() + at * row, d.v.data() + at * row, t});
+      d.spans.push_back({k, v, t});
     }
     at += t;
   }
+  for (float x : d.v) d.vmax = std::max(d.vmax, std::fabs(double{x}));
   return d;
 }
 
@@ -81,10 +103,13 @@ TEST(AttentionBf16, MatchesTheReferenceWithinPsRounding) {
       {16, 2, 64, {5}},
       {1, 1, 64, {7}},  // below the product's tile: padded rows
       {17, 3, 64, {300, 1, 511}},
-      {300, 2, 64, {512, 513}},  // two query tiles, a full and a partial key block
+      {300, 2, 64, {512, 513}},
+      {600, 2, 64, {256, 257}},   // two query tiles, full key blocks and a partial one
+      {1100, 1, 64, {40}},        // three query tiles
       {40, 1, 32, {1000}},
       {64, 2, 64, {700}, 4.f},  // scores up to ~1000: the running max moves
-      {33, 2, 64, {100, 600, 9}, 1.f, true},
+      {33, 2, 64, {100, 600, 9}, 1.f, KvElement::Bf16},
+      {50, 2, 64, {100, 600, 9}, 1.f, KvElement::Fp8},
   };
   std::mt19937 rng(2026);
   for (const Case& c : cases) {
