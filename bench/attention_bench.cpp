@@ -13,10 +13,11 @@
 //     AVX-512 (1) build of the tiled kernel.
 //   BM_Attention{Tiled,Rows,Naive}Small/<threads>: 128 queries x 8 frames of keys
 //     (7,824), where the naive double-precision reference still runs in seconds.
-//   BM_AttentionBf16FullWindow/<threads>, BM_AttentionBf16Self/<threads>: the bf16
-//     mode's kernel (attention_bf16.h) on the same problems, keys and values
-//     stored as bfloat16 in the window (as the bf16 mode's KV store keeps them)
-//     and float32 in self-attention (a block's own q, k, v).
+//   BM_AttentionBf16FullWindow/<threads>/<kernel>, BM_AttentionBf16Self/<threads>/<kernel>:
+//     the bf16 mode's attention (attention_bf16.h; kernel 0 oneDNN's products,
+//     1 AMX tiles) on the same problems, keys and values stored as bfloat16 in
+//     the window (as the bf16 mode's KV store keeps them) and float32 in
+//     self-attention (a block's own q, k, v).
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_convert.h"
@@ -96,14 +97,15 @@ Bf16Problem with_bf16_keys(Problem p) {
 }
 
 void run_bf16(benchmark::State& state, Problem& p) {
-  if (!bf16_attention_available()) {
-    state.SkipWithError("this CPU or build lacks the bf16 attention");
+  const auto kernel = state.range(1) == 0 ? detail::Bf16Kernel::Onednn : detail::Bf16Kernel::Amx;
+  if (!detail::bf16_kernel_available(kernel, kHeadDim)) {
+    state.SkipWithError("this CPU or build lacks that kernel");
     return;
   }
   omp_set_num_threads(static_cast<int>(state.range(0)));
   const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
   for (auto _ : state) {
-    attention_bf16(p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
+    detail::attention_bf16_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
     benchmark::DoNotOptimize(p.out.data());
   }
   const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * kHeadDim * kHeads;
@@ -192,8 +194,8 @@ BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseR
 BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionRowsSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AttentionBf16FullWindow)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
-BENCHMARK(BM_AttentionBf16Self)->Arg(1)->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionBf16FullWindow)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_AttentionBf16Self)->ArgsProduct({{1, 2, 16}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionNaiveSmall)->Arg(1)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 BENCHMARK_MAIN();

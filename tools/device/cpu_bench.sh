@@ -41,6 +41,10 @@
 #                or spin that many iterations of GOMP_SPINCOUNT first; 300000
 #                is libgomp's default), ROUNDS times alternating (default 2),
 #                6 frames: phase 1 and the streamed frames (use SCALE=2)
+#   attention-bf16  the bf16 mode's attention kernels (oneDNN's products, AMX
+#                tiles): their tests (backend_cpu_tests AttentionBf16*) and
+#                bench/attention_bench's full window and self-attention at 1 and
+#                THREADS threads; builds both (about 1 minute after the build)
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -66,10 +70,12 @@ if [ "$*" = window-up ]; then
 else
   log "build (CPU only)"
   BENCH=OFF
+  TESTS=OFF
   TARGETS=lingbot-map
+  case " $* " in *" attention-bf16 "*) BENCH=ON TESTS=ON TARGETS="$TARGETS attention_bench backend_cpu_tests" ;; esac
   case " $* " in *" gemm "*) BENCH=ON TARGETS="$TARGETS gemm_bench" ;; esac
   case " $* " in *" machine "*) BENCH=ON TARGETS="$TARGETS cpu_peak_bench attention_bench" ;; esac
-  configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=OFF -DLINGBOT_BENCH=$BENCH ||
+  configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=$TESTS -DLINGBOT_BENCH=$BENCH ||
     { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
   grep -E "oneDNN" "$W/cmake.log" | tee -a "$S"
   build /tmp/build-cpu "$W/build.log" $TARGETS || exit 1
@@ -196,6 +202,17 @@ for part in "$@"; do
         done
       done
       ;;
+    attention-bf16)
+      log "attention-bf16: the kernels' tests, then the full window and self-attention at 1 and $T threads"
+      timeout 120 /tmp/build-cpu/bin/backend_cpu_tests --gtest_filter='*AttentionBf16*' > "$W/attention_bf16_tests.txt" 2>&1
+      note "tests (rc=$?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$W/attention_bf16_tests.txt" | tr '\n' ' ')"
+      grep -E '^\[  FAILED|Failure|Expected|Which is|worst' "$W/attention_bf16_tests.txt" | head -20 | tee -a "$S"
+      timeout 200 /tmp/build-cpu/bin/attention_bench \
+        --benchmark_filter="BM_AttentionBf16(FullWindow|Self)/(1|$T)/|BM_AttentionFullWindow/$T/" \
+        > "$W/attention_bf16_bench.txt" 2>&1
+      grep -E '^BM_' "$W/attention_bf16_bench.txt" | awk '{print $1, $2, $3, $NF}' | tee -a "$S"
+      keep
+      ;;
     gemm)
       log "gemm: fp32 Linear (sgemm + pass, or packed matmul), bf16 matmul (row-major, packed), $T threads and 1"
       for t in ${GEMM_THREADS:-$T 1}; do
@@ -208,7 +225,7 @@ for part in "$@"; do
       keep
       ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, gemm)"
+      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, attention-bf16, gemm)"
       ;;
   esac
 done

@@ -6,6 +6,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,8 +32,8 @@ using Dt = memory::data_type;
 // query tiles per head the less of that traffic (a full window's keys are
 // 18 MB per head); S and P of a tile stay in L2 (768 KiB at 512 x 256).
 constexpr int kMaxQueryTile = 512;  // queries per work item
-constexpr int kKeyBlock = 256;      // keys per softmax step
-constexpr int kRowStep = 16;        // query tiles are padded to a multiple of this
+constexpr int kKeyBlock = detail::kBf16KeyBlock;
+constexpr int kRowStep = 16;        // oneDNN's query tiles are padded to a multiple of this (AMX: 32)
 
 // The two products of one work item's shape (query tile rows, head_dim).
 struct Products {
@@ -70,13 +72,14 @@ std::unique_ptr<T[], AlignedFree> aligned_array(size_t count) {
   return std::unique_ptr<T[], AlignedFree>(p);
 }
 
-// One thread's primitives (per tile height), stream and buffers.
+// One thread's primitives (per tile height), stream and buffers (those of
+// both kernels: kp and vp are the AMX kernel's packed keys and values).
 struct Lane {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   std::map<std::pair<int, int>, Products> products;  // (rows, head_dim)
   int head_dim = 0;
-  std::unique_ptr<uint16_t[], AlignedFree> q, k, v, p;
+  std::unique_ptr<uint16_t[], AlignedFree> q, k, v, kp, vp, p;
   std::unique_ptr<float[], AlignedFree> s, o, row, m, l;
 
   void reserve(int dim) {
@@ -85,6 +88,8 @@ struct Lane {
     q = aligned_array<uint16_t>(size_t{kMaxQueryTile} * dim);
     k = aligned_array<uint16_t>(size_t{kKeyBlock} * dim);
     v = aligned_array<uint16_t>(size_t{kKeyBlock} * dim);
+    kp = aligned_array<uint16_t>(size_t{kKeyBlock} * dim);
+    vp = aligned_array<uint16_t>(size_t{kKeyBlock} * dim);
     p = aligned_array<uint16_t>(size_t{kMaxQueryTile} * kKeyBlock);
     s = aligned_array<float>(size_t{kMaxQueryTile} * kKeyBlock);
     o = aligned_array<float>(size_t{kMaxQueryTile} * dim);
@@ -97,6 +102,9 @@ struct Lane {
     if (it == products.end()) it = products.emplace(std::make_pair(rows, dim), make_products(engine, rows, dim)).first;
     return it->second;
   }
+  detail::AmxScratch amx() const {
+    return {q.get(), k.get(), v.get(), kp.get(), vp.get(), s.get(), p.get(), o.get(), m.get(), l.get(), row.get()};
+  }
 };
 
 // Each calling thread's lanes, one per OpenMP thread of its team: a primitive
@@ -107,12 +115,28 @@ std::vector<std::unique_ptr<Lane>>& lanes_of_this_thread() {
 }
 
 // Queries split into equal tiles of at most kMaxQueryTile rows (a frame's 978
-// into two of 489), each padded to kRowStep. The split does not depend on
-// the thread count, so neither do the results.
-int query_tile_rows(int64_t nq) {
+// into two of 489), each padded to `step`. The split does not depend on the
+// thread count, so neither do the results.
+int query_tile_rows(int64_t nq, int step) {
   const int64_t tiles = (nq + kMaxQueryTile - 1) / kMaxQueryTile;
   const int64_t rows = (nq + tiles - 1) / tiles;
-  return static_cast<int>((rows + kRowStep - 1) / kRowStep * kRowStep);
+  return static_cast<int>((rows + step - 1) / step * step);
+}
+
+// The CPU has AMX-BF16 (and AVX-512, for the softmax) and Linux grants this
+// process the tile state, which it hands out only on request (arch_prctl,
+// Linux 5.16 and later).
+bool amx_tiles_granted() {
+  static const bool granted = [] {
+    if (!detail::amx_attention_built() || !detail::bf16_attention_avx512_built() || !cpu_supports(Isa::Avx512)) {
+      return false;
+    }
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted;
 }
 
 // One work item: head h, queries [i0, i0 + rows) of nq, padded to `tile`.
@@ -169,14 +193,43 @@ bool bf16_attention_available() {
 
 void attention_bf16(const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads, int head_dim, float scale,
                     float* out) {
-  detail::check_arguments(q, nq, kv, num_heads, head_dim, out);
-  LB_CHECK(bf16_attention_available(), "attention (bf16): needs AVX-512 and oneDNN bf16 matmul on this CPU");
+  detail::attention_bf16_with(detail::Bf16Kernel::Auto, q, nq, kv, num_heads, head_dim, scale, out);
+}
+
+namespace detail {
+
+bool bf16_kernel_available(Bf16Kernel kernel, int head_dim) {
+  const bool amx = amx_tiles_granted() && head_dim % 32 == 0 && head_dim <= 256;
+  switch (kernel) {
+    case Bf16Kernel::Amx: return amx;
+    case Bf16Kernel::Onednn: return bf16_attention_available();
+    case Bf16Kernel::Auto: return amx || bf16_attention_available();
+  }
+  return false;
+}
+
+const char* bf16_attention_kernel_name() {
+  return bf16_kernel_available(Bf16Kernel::Amx, 64) ? "AMX tiles" : "oneDNN matmul";
+}
+
+void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
+                         int head_dim, float scale, float* out) {
+  check_arguments(q, nq, kv, num_heads, head_dim, out);
+  if (kernel == Bf16Kernel::Auto) {
+    kernel = bf16_kernel_available(Bf16Kernel::Amx, head_dim) ? Bf16Kernel::Amx : Bf16Kernel::Onednn;
+  }
+  const bool amx = kernel == Bf16Kernel::Amx;
+  LB_CHECK(bf16_kernel_available(kernel, head_dim), "attention (bf16): {}",
+           amx ? fmt::format("the AMX kernel cannot run here (AMX-BF16 granted by the OS, head_dim {} a multiple of "
+                             "32 up to 256)",
+                             head_dim)
+               : std::string("needs AVX-512 and oneDNN bf16 matmul on this CPU"));
   if (nq == 0) return;
-  if (detail::total_keys(kv) == 0) {
+  if (total_keys(kv) == 0) {
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
     return;
   }
-  const int tile = query_tile_rows(nq);
+  const int tile = query_tile_rows(nq, amx ? kAmxRowStep : kRowStep);
   const int64_t tiles = (nq + tile - 1) / tile;
   const int64_t items = tiles * num_heads;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));
@@ -188,7 +241,7 @@ void attention_bf16(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
     while (static_cast<int>(lanes.size()) < threads) lanes.push_back(std::make_unique<Lane>());
     for (int t = 0; t < threads; ++t) {
       lanes[static_cast<size_t>(t)]->reserve(head_dim);
-      products.push_back(&lanes[static_cast<size_t>(t)]->products_for(tile, head_dim));
+      if (!amx) products.push_back(&lanes[static_cast<size_t>(t)]->products_for(tile, head_dim));
     }
   } catch (const dnnl::error& e) {
     fail("attention (bf16): oneDNN could not make its products for {} queries, head_dim {} ({})", tile, head_dim,
@@ -201,11 +254,16 @@ void attention_bf16(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
   {
     const int t = omp_get_thread_num();
     Lane& lane = *lanes[static_cast<size_t>(t)];
+    if (amx) amx_begin_tiles();
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       if (failed.load(std::memory_order_relaxed)) continue;
       const int h = static_cast<int>(item / tiles);
       const int64_t i0 = (item % tiles) * tile;
+      if (amx) {
+        amx_attention_item(q, nq, kv.data(), kv.size(), num_heads, head_dim, c, out, h, i0, tile, lane.amx());
+        continue;
+      }
       try {
         run_item(lane, *products[static_cast<size_t>(t)], q, nq, kv.data(), kv.size(), num_heads, head_dim, c, out, h,
                  i0, tile);
@@ -216,8 +274,11 @@ void attention_bf16(const float* q, int64_t nq, std::span<const KvSpan> kv, int 
         }
       }
     }
+    if (amx) amx_end_tiles();
   }
   if (failed) fail("attention (bf16): oneDNN failed ({})", failure);
 }
+
+}  // namespace detail
 
 }  // namespace lingbot::cpu

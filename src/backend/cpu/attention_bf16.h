@@ -53,6 +53,48 @@ void bf16_round_rows_avx512(const float* src, int64_t src_ld, int rows, int cols
 void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o,
                               int head_dim, uint16_t* p);
 bool bf16_attention_avx512_built();
+
+// The kernels behind attention_bf16(), selectable for tests and benchmarks:
+//   Onednn: the products through oneDNN matmul primitives (any CPU with
+//           AVX-512 and oneDNN bf16 matmul);
+//   Amx:    the products on AMX tiles directly (attention_amx.cpp; CPUs with
+//           AMX-BF16 whose kernel grants the tiles, head_dim a multiple of 32
+//           up to 256);
+//   Auto:   Amx where it can run, else Onednn.
+enum class Bf16Kernel { Auto, Onednn, Amx };
+bool bf16_kernel_available(Bf16Kernel kernel, int head_dim);
+// Throws lingbot::Error for a kernel this build, CPU or head_dim cannot run.
+void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
+                         int head_dim, float scale, float* out);
+// "AMX tiles" or "oneDNN matmul": what Auto runs for head_dim 64 here.
+const char* bf16_attention_kernel_name();
+
+// Keys per softmax step, both kernels.
+inline constexpr int kBf16KeyBlock = 256;
+
+// The AMX kernel's pieces (attention_amx.cpp), called by attention_bf16.cpp.
+inline constexpr int kAmxRowStep = 32;  // its query tiles are padded to a multiple of this
+// One thread's buffers (sizes for a query tile of T rows, head_dim D):
+struct AmxScratch {
+  uint16_t* q;     // [T][D]
+  uint16_t* k;     // [kBf16KeyBlock][D], and v
+  uint16_t* v;
+  uint16_t* kp;    // [kBf16KeyBlock][D]: the keys packed as tiles, and vp the values
+  uint16_t* vp;
+  float* s;        // [32][kBf16KeyBlock] (row stride kBf16KeyBlock)
+  uint16_t* p;     // [32][kBf16KeyBlock]
+  float* o;        // [T][D]
+  float* m;        // [T], and l
+  float* l;
+  float* row;      // [2 D]
+};
+bool amx_attention_built();
+void amx_begin_tiles();  // each thread, before its first item: loads the tile configuration
+void amx_end_tiles();    // and after its last
+// One work item: head h, queries [i0, i0 + min(tile, nq - i0)), tile a
+// multiple of kAmxRowStep; c = scale * log2(e).
+void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads, int head_dim,
+                        float c, float* out, int h, int64_t i0, int tile, const AmxScratch& scratch);
 }  // namespace detail
 
 }  // namespace lingbot::cpu

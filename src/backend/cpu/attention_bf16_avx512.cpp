@@ -5,6 +5,7 @@
 // (plain loops, internal linkage), so no AVX-512 copy of shared inline code
 // can reach the rest of the program.
 #include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/bf16_round_avx512.h"
 #include "backend/cpu/exp2_avx512.h"
 
 #if defined(__AVX512F__)
@@ -12,20 +13,8 @@
 
 namespace lingbot::cpu::detail {
 
-namespace {
-
-// 16 floats -> 16 bfloat16 bits, round to nearest even (finite inputs: the
-// scores' exponentials and the model's keys and values).
-__m256i to_bf16(__m512 v) {
-  const __m512i bits = _mm512_castps_si512(v);
-  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
-}
-
-__mmask16 tail_mask(int count) { return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u); }
-
-}  // namespace
+using avx512::tail_mask;
+using avx512::to_bf16;
 
 bool bf16_attention_avx512_built() { return true; }
 
@@ -57,7 +46,7 @@ void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, 
     const __m512 vm = _mm512_set1_ps(m_new);
     __m512 vsum = _mm512_setzero_ps();
     for (int j = 0; j < ld; j += 16) {
-      const __mmask16 k = tail_mask(n - j > 0 ? n - j : 0);
+      const __mmask16 k = tail_mask(n - j);
       const __m512 x = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, sr + j), vc, vm);
       const __m512 e = _mm512_maskz_mov_ps(k, avx512::exp2_nonpositive(x));  // padding keys: 0
       vsum = _mm512_add_ps(vsum, e);

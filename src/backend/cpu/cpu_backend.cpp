@@ -88,7 +88,9 @@ std::string CpuBackend::name() const {
                      compute_ != DType::BF16                          ? ""
                      : bf16_products_ == Bf16Products::OnednnBf16
                          ? ", bf16: oneDNN matmul " + bf16_matmul_name() + chosen_because() +
-                               (attention_products_ == AttentionProducts::Bf16 ? ", attention bf16" : "")
+                               (attention_products_ == AttentionProducts::Bf16
+                                    ? fmt::format(", attention bf16 on {}", detail::bf16_attention_kernel_name())
+                                    : "")
                          : ", bf16: weights widened to sgemm" + chosen_because());
 }
 

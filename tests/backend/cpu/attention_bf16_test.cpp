@@ -1,142 +1,50 @@
-// cpu::attention_bf16 (bf16 products through oneDNN, attention_bf16.h)
-// against the double-precision reference over the same bf16-valued q, k and
-// v: query counts around its 16-row padding and 512-query tiles, key counts
-// around its 256-key blocks, several spans (float32, bfloat16 and fp8 storage),
-// head_dim 64 and 32, large scores. Its one rounding beyond the reference is
-// P's to bfloat16 (relative 2^-9 per weight), so each output may move by
-// 2^-9 of max|v| plus float32 noise. Also: no keys, thread-count independence.
-// Skipped where oneDNN has no bf16 matmul or the CPU no AVX-512.
+// cpu::attention_bf16 (attention_bf16.h), each of its kernels (oneDNN's
+// products, AMX tiles where the CPU has them) against the double-precision
+// reference over the same bf16-valued q, k and v (attention_bf16_cases.h);
+// also: no keys, thread-count independence, the AMX kernel against
+// oneDNN's. Each kernel is skipped where it cannot run.
 #include "backend/cpu/attention_bf16.h"
 
-#include "core/half.h"
-#include "kv/fp8_e4m3.h"
+#include "attention_bf16_cases.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
 
-#include <cmath>
-#include <random>
+#include <string>
 #include <vector>
 
 using namespace lingbot;
 using namespace lingbot::cpu;
+using namespace lingbot::cpu::bf16_attention_cases;
+using detail::Bf16Kernel;
 
 namespace {
 
-float bf16_valued(float x) { return bf16_to_f32(f32_to_bf16(x)); }
-
-struct Case {
-  int64_t nq;
-  int heads, dim;
-  std::vector<int64_t> span_tokens;
-  float magnitude = 1.f;
-  // How the spans after the first are stored (the first is float32).
-  KvElement storage = KvElement::F32;
-};
-
-// fp8 spans' scales: powers of two, so that every stored value (a 4-bit
-// e4m3 significand times the scale) is a bfloat16 value and the bound below
-// holds unchanged; what is tested is that codes and scales are read back.
-constexpr float kFp8KScale = 0.5f, kFp8VScale = 0.25f;
-
-struct Data {
-  std::vector<float> q, k, v;
-  std::vector<std::vector<uint16_t>> k16, v16;
-  std::vector<std::vector<uint8_t>> k8, v8;
-  std::vector<std::vector<float>> k8_scale, v8_scale;
-  std::vector<KvSpan> spans;
-  double vmax = 0;
-};
-
-Data make(const Case& c, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.f, 1.f);
-  Data d;
-  const int64_t row = int64_t{c.heads} * c.dim;
-  int64_t nk = 0;
-  for (int64_t t : c.span_tokens) nk += t;
-  d.q.resize(static_cast<size_t>(c.nq * row));
-  d.k.resize(static_cast<size_t>(nk * row));
-  d.v.resize(static_cast<size_t>(nk * row));
-  for (float& x : d.q) x = bf16_valued(normal(rng) * c.magnitude);
-  for (float& x : d.k) x = bf16_valued(normal(rng) * c.magnitude);
-  for (float& x : d.v) x = bf16_valued(normal(rng));
-  int64_t at = 0;
-  for (size_t s = 0; s < c.span_tokens.size(); ++s) {
-    const int64_t t = c.span_tokens[s];
-    float* k = d.k.data() + at * row;
-    float* v = d.v.data() + at * row;
-    const auto elements = static_cast<size_t>(t * row);
-    if (s > 0 && c.storage == KvElement::Bf16) {
-      auto& k16 = d.k16.emplace_back(elements);
-      auto& v16 = d.v16.emplace_back(elements);
-      for (size_t i = 0; i < elements; ++i) {
-        k16[i] = f32_to_bf16(k[i]);
-        v16[i] = f32_to_bf16(v[i]);
-      }
-      d.spans.push_back({k16.data(), v16.data(), t, KvElement::Bf16});
-    } else if (s > 0 && c.storage == KvElement::Fp8) {
-      auto& k8 = d.k8.emplace_back(elements);
-      auto& v8 = d.v8.emplace_back(elements);
-      auto& ks = d.k8_scale.emplace_back(static_cast<size_t>(t * c.heads), kFp8KScale);
-      auto& vs = d.v8_scale.emplace_back(static_cast<size_t>(t * c.heads), kFp8VScale);
-      for (size_t i = 0; i < elements; ++i) {  // the reference reads the stored values
-        k8[i] = kv::f32_to_e4m3(k[i] / kFp8KScale);
-        v8[i] = kv::f32_to_e4m3(v[i] / kFp8VScale);
-        k[i] = kv::e4m3_to_f32(k8[i]) * kFp8KScale;
-        v[i] = kv::e4m3_to_f32(v8[i]) * kFp8VScale;
-      }
-      d.spans.push_back({k8.data(), v8.data(), t, KvElement::Fp8, ks.data(), vs.data()});
-    } else {
-      d.spans.push_back({k, v, t});
-    }
-    at += t;
+class AttentionBf16 : public ::testing::TestWithParam<Bf16Kernel> {
+ protected:
+  void SetUp() override {
+    if (!detail::bf16_kernel_available(GetParam(), 64)) GTEST_SKIP() << "this kernel cannot run on this CPU";
   }
-  for (float x : d.v) d.vmax = std::max(d.vmax, std::fabs(double{x}));
-  return d;
-}
+  void run(const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int dim, float scale,
+           float* out) const {
+    detail::attention_bf16_with(GetParam(), q, nq, spans, heads, dim, scale, out);
+  }
+};
 
 }  // namespace
 
-TEST(AttentionBf16, MatchesTheReferenceWithinPsRounding) {
-  if (!bf16_attention_available()) GTEST_SKIP() << "no oneDNN bf16 matmul or no AVX-512 here";
-  const std::vector<Case> cases = {
-      {16, 2, 64, {5}},
-      {1, 1, 64, {7}},  // below the product's tile: padded rows
-      {17, 3, 64, {300, 1, 511}},
-      {300, 2, 64, {512, 513}},
-      {600, 2, 64, {256, 257}},   // two query tiles, full key blocks and a partial one
-      {1100, 1, 64, {40}},        // three query tiles
-      {40, 1, 32, {1000}},
-      {64, 2, 64, {700}, 4.f},  // scores up to ~1000: the running max moves
-      {33, 2, 64, {100, 600, 9}, 1.f, KvElement::Bf16},
-      {50, 2, 64, {100, 600, 9}, 1.f, KvElement::Fp8},
-  };
-  std::mt19937 rng(2026);
-  for (const Case& c : cases) {
-    const Data d = make(c, rng);
-    const int64_t n = c.nq * c.heads * c.dim;
-    std::vector<float> got(static_cast<size_t>(n), -7.f), want(static_cast<size_t>(n));
-    const float scale = 1.f / std::sqrt(static_cast<float>(c.dim));
-    attention_bf16(d.q.data(), c.nq, d.spans, c.heads, c.dim, scale, got.data());
-    attention_reference(d.q.data(), c.nq, d.spans, c.heads, c.dim, scale, want.data());
-    double worst = 0;
-    for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double{got[static_cast<size_t>(i)]} - want[static_cast<size_t>(i)]));
-    const double bound = (std::ldexp(1.0, -9) + 1e-5) * d.vmax;
-    EXPECT_LE(worst, bound) << "nq " << c.nq << " heads " << c.heads << " dim " << c.dim << " spans "
-                            << c.span_tokens.size();
-    EXPECT_GT(worst, 0.0) << "P is rounded to bf16: some difference from the fp64 reference is expected";
-  }
+TEST_P(AttentionBf16, MatchesTheReferenceWithinPsRounding) {
+  expect_within_ps_rounding([this](const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int dim,
+                                   float scale, float* out) { run(q, nq, spans, heads, dim, scale, out); });
 }
 
-TEST(AttentionBf16, NoKeysGivesZeros) {
-  if (!bf16_attention_available()) GTEST_SKIP() << "no oneDNN bf16 matmul or no AVX-512 here";
+TEST_P(AttentionBf16, NoKeysGivesZeros) {
   std::vector<float> q(20 * 64, 1.f), out(20 * 64, 5.f);
-  attention_bf16(q.data(), 20, {}, 1, 64, 0.125f, out.data());
+  run(q.data(), 20, {}, 1, 64, 0.125f, out.data());
   for (float x : out) ASSERT_EQ(x, 0.f);
 }
 
-TEST(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
-  if (!bf16_attention_available()) GTEST_SKIP() << "no oneDNN bf16 matmul or no AVX-512 here";
+TEST_P(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
   std::mt19937 rng(7);
   const Case c{600, 4, 64, {900, 200}};
   const Data d = make(c, rng);
@@ -144,9 +52,40 @@ TEST(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
   std::vector<float> one(static_cast<size_t>(n)), many(static_cast<size_t>(n));
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  attention_bf16(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, one.data());
+  run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, one.data());
   omp_set_num_threads(std::max(2, saved));
-  attention_bf16(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, many.data());
+  run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, many.data());
   omp_set_num_threads(saved);
   EXPECT_EQ(one, many);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionBf16, ::testing::Values(Bf16Kernel::Onednn, Bf16Kernel::Amx),
+                         [](const ::testing::TestParamInfo<Bf16Kernel>& info) {
+                           return std::string(info.param == Bf16Kernel::Amx ? "Amx" : "Onednn");
+                         });
+
+// The two kernels sum the same exact products in different orders, so they
+// agree to float32 rounding but for P's rounding where a weight lies near a
+// bf16 tie: far inside the reference bound.
+TEST(AttentionBf16Kernels, AmxAgreesWithOnednn) {
+  if (!detail::bf16_kernel_available(Bf16Kernel::Amx, 64) || !detail::bf16_kernel_available(Bf16Kernel::Onednn, 64)) {
+    GTEST_SKIP() << "needs both kernels (AMX)";
+  }
+  std::mt19937 rng(9);
+  const Case c{978, 4, 64, {972, 972, 12}, 1.f, KvElement::Bf16};
+  const Data d = make(c, rng);
+  std::vector<float> amx(d.q.size()), onednn(d.q.size());
+  detail::attention_bf16_with(Bf16Kernel::Amx, d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, amx.data());
+  detail::attention_bf16_with(Bf16Kernel::Onednn, d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, onednn.data());
+  double worst = 0;
+  for (size_t i = 0; i < amx.size(); ++i) worst = std::max(worst, std::fabs(double{amx[i]} - onednn[i]));
+  EXPECT_LE(worst, 1e-4 * d.vmax);
+}
+
+TEST(AttentionBf16Kernels, AutoNamesItsKernel) {
+  const std::string name = detail::bf16_attention_kernel_name();
+  EXPECT_EQ(name, detail::bf16_kernel_available(Bf16Kernel::Amx, 64) ? "AMX tiles" : "oneDNN matmul");
+  if (detail::bf16_kernel_available(Bf16Kernel::Amx, 64)) {
+    EXPECT_FALSE(detail::bf16_kernel_available(Bf16Kernel::Amx, 48)) << "head_dim must be a multiple of 32";
+  }
 }
