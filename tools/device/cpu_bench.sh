@@ -12,7 +12,9 @@
 #   compare      upstream, then ours: 11 frames, phase 1 and frame 10, peak RSS
 #   window       ours, 75 frames: the first full-window frame (72; bench times it
 #                with pipeline depth 2 only if 2 frames follow) and the steady state
-#   window-up    upstream, 73 frames, for the same figures (about 7 minutes; a
+#   window-up    upstream, 73 frames, for the same figures (over 9 minutes on 16
+#                CPUs, so a call cuts it short: it prints each step as it ends
+#                and the summary keeps the last ones it finished; a
 #                call of window-up alone builds nothing)
 #   scaling      ours at each of THREAD_LIST's counts (default "2 4 8 16"; the 2-
 #                thread run alone takes minutes: split it, THREAD_LIST="2 4" then
@@ -103,6 +105,12 @@ upstream() {
     --images .upstream/data/courthouse --frames "$frames" --height $H --width $WIDTH --num-scale $SCALE \
     --cpu-timing "$W/upstream_$name.json" --cpu-threads "$T" > "$W/upstream_$name.txt" 2>&1
   note "-- upstream $name: $frames frames, $T threads (rc=$?)"
+  if [ ! -f "$W/upstream_$name.json" ]; then  # cut short: the steps it finished
+    note "upstream did not finish; its last steps: $(grep -E '^step: ' "$W/upstream_$name.txt" | tail -4 | tr '\n' ';')"
+    grep -E '^step: ' "$W/upstream_$name.txt" > "$W/upstream_${name}_steps.txt"
+    keep
+    return
+  fi
   python3 - "$W/upstream_$name.json" "$SCALE" <<'EOF' 2>&1 | tee -a "$S"
 import json, sys
 t = json.load(open(sys.argv[1]))

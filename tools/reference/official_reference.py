@@ -57,12 +57,16 @@ def stream(model, images, num_scale, dtype=None, device="cuda", timing=None):
         outs.append(model.forward(x[:, :s], num_frame_for_scale=s, num_frame_per_block=s, causal_inference=True))
         sync()
         times.append(time.perf_counter() - t0)
+        if timing is not None:  # each step as it ends: a run cut short still tells how far it got
+            print(f"step: phase 1 {times[-1] * 1e3:.1f} ms", flush=True)
         for i in range(s, S):
             t0 = time.perf_counter()
             outs.append(model.forward(x[:, i:i + 1], num_frame_for_scale=s, num_frame_per_block=1,
                                       causal_inference=True))
             sync()
             times.append(time.perf_counter() - t0)
+            if timing is not None:
+                print(f"step: frame {i} {times[-1] * 1e3:.1f} ms", flush=True)
     if timing is not None:
         timing["phase1_ms"] = times[0] * 1e3
         timing["frame_ms"] = [t * 1e3 for t in times[1:]]
