@@ -75,6 +75,19 @@ Problem make_self(int64_t n) {
   return p;
 }
 
+// Times attend(q, out) on `threads` threads over p's shape and reports GFLOP/s.
+template <typename Attend>
+void time_attention(benchmark::State& state, const Problem& p, int threads, Attend&& attend) {
+  omp_set_num_threads(threads);
+  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
+  for (auto _ : state) {
+    attend(scale);
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * kHeadDim * kHeads;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The problem with its keys and values stored as bfloat16 (the values rounded).
 struct Bf16Problem {
   Problem p;
@@ -102,30 +115,19 @@ void run_bf16(benchmark::State& state, Problem& p) {
     state.SkipWithError("this CPU or build lacks that kernel");
     return;
   }
-  omp_set_num_threads(static_cast<int>(state.range(0)));
-  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  for (auto _ : state) {
+  time_attention(state, p, static_cast<int>(state.range(0)), [&](float scale) {
     detail::attention_bf16_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
-    benchmark::DoNotOptimize(p.out.data());
-  }
-  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * kHeadDim * kHeads;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  });
 }
 
 void run(benchmark::State& state, Problem& p, detail::Kernel kernel, bool naive) {
-  const int threads = static_cast<int>(state.range(0));
-  omp_set_num_threads(threads);
-  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  for (auto _ : state) {
+  time_attention(state, p, static_cast<int>(state.range(0)), [&](float scale) {
     if (naive) {
       attention_reference(p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
     } else {
       detail::attention_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
     }
-    benchmark::DoNotOptimize(p.out.data());
-  }
-  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * kHeadDim * kHeads;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  });
   state.counters["Nq"] = static_cast<double>(p.nq);
   state.counters["Nk"] = static_cast<double>(p.nk);
 }
@@ -176,14 +178,9 @@ void BM_AttentionFewQueries(benchmark::State& state) {
   Problem view = p;
   view.nq = state.range(0);
   const auto kernel = state.range(1) == 0 ? detail::Kernel::Tiled : detail::Kernel::Rows;
-  omp_set_num_threads(1);
-  const float scale = 1.f / std::sqrt(static_cast<float>(kHeadDim));
-  for (auto _ : state) {
+  time_attention(state, view, 1, [&](float scale) {
     detail::attention_with(kernel, view.q.data(), view.nq, view.spans, kHeads, kHeadDim, scale, view.out.data());
-    benchmark::DoNotOptimize(view.out.data());
-  }
-  const double flops = 4.0 * static_cast<double>(view.nq) * static_cast<double>(view.nk) * kHeadDim * kHeads;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  });
 }
 
 }  // namespace

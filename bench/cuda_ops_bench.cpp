@@ -21,7 +21,6 @@
 //     378 x 504 frame, channels last, float32 maps with TF32 (bf16:0) or
 //     bfloat16 maps (bf16:1), the algorithm from cuDNN's heuristic
 //     (measured:0) or timed (measured:1); the label names the algorithm.
-#ifdef LINGBOT_WITH_CUDA
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/conv.h"
@@ -272,14 +271,3 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   return 0;
 }
-
-#else  // built without the CUDA backend
-
-#include <cstdio>
-
-int main() {
-  std::printf("cuda_ops_bench: built without the CUDA backend (configure with -DLINGBOT_CUDA=ON)\n");
-  return 0;
-}
-
-#endif
