@@ -23,12 +23,12 @@
 // two B tiles: two A and two B loads feed four products.
 //
 // This file alone is compiled with AMX and AVX-512 code generation
-// (src/CMakeLists.txt) and runs only where the CPU and the kernel allow the
-// tiles (amx_attention_ready()); like the AVX-512 files it uses plain loops
-// and internal linkage only.
+// (src/CMakeLists.txt) and runs only where the CPU has AMX-BF16 and Linux
+// grants the tiles (bf16_kernel_available(Bf16Kernel::Amx, ...)); like the
+// AVX-512 files it instantiates no library template and keeps its helpers
+// to internal linkage, so none of its code can reach another ISA's callers.
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/attention_tiled.h"
-#include "backend/cpu/bf16_round_avx512.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -38,9 +38,6 @@
 namespace lingbot::cpu::detail {
 
 namespace {
-
-using avx512::tail_mask;
-using avx512::to_bf16;
 
 constexpr int kTileBytes = 1024;             // 16 rows x 64 bytes
 constexpr int kTileElements = kTileBytes / 2;  // bf16 elements of a tile

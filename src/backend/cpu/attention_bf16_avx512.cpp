@@ -5,7 +5,6 @@
 // (plain loops, internal linkage), so no AVX-512 copy of shared inline code
 // can reach the rest of the program.
 #include "backend/cpu/attention_bf16.h"
-#include "backend/cpu/bf16_round_avx512.h"
 #include "backend/cpu/exp2_avx512.h"
 
 #if defined(__AVX512F__)
@@ -13,8 +12,24 @@
 
 namespace lingbot::cpu::detail {
 
-using avx512::tail_mask;
-using avx512::to_bf16;
+namespace {
+
+// 16 floats -> 16 bfloat16 bits, round to nearest even (finite inputs: the
+// scores' exponentials and the model's queries, keys and values).
+__m256i to_bf16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+}
+
+// The first min(count, 16) lanes (none for count <= 0).
+__mmask16 tail_mask(int count) {
+  if (count <= 0) return 0;
+  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
+}
+
+}  // namespace
 
 bool bf16_attention_avx512_built() { return true; }
 
