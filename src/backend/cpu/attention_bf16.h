@@ -1,23 +1,26 @@
 // Attention with bfloat16 matrix products, for the bf16 mode (--cpu-dtype
-// bf16) on CPUs with AMX.
+// bf16) on CPUs whose bf16 products are fast (AMX, or AVX512-BF16 where it
+// pays: bf16_products_choice.h).
 //
 // The same online softmax as attention() (FlashAttention's recurrence), but
-// its two products per key block run through oneDNN matmul primitives on
-// bfloat16 operands with float32 sums, which oneDNN executes on AMX tiles:
+// its two products per key block take bfloat16 operands with float32 sums:
 //   S  = Q K^T              (bf16 x bf16 -> f32, exact products)
 //   P  = 2^(S c - m)        (f32, then rounded to bf16 for the next product)
-//   O  = O alpha + P V      (bf16 x bf16 -> f32, added into O by the primitive)
+//   O  = O alpha + P V      (bf16 x bf16 -> f32, added into O)
 // with c = scale * log2(e), m the running row maximum and alpha = 2^(m_old -
 // m_new). The row sums l are kept in float32 from the unrounded P, and out =
 // O / l. In the bf16 mode q, k and v are bfloat16 values already (the outputs
 // of bf16 products), so the only rounding added against the float32 kernel is
 // P's, as in FlashAttention's bf16 kernels and upstream's bf16 SDPA.
 //
-// Work items are (head, tile of up to 512 queries); each runs on one thread
-// with its own primitives and stream (oneDNN runs a primitive single-threaded
-// inside our parallel region), and streams its head's keys and values in
-// blocks of 256 out of the spans (any stored element type; bf16 ones, the
-// bf16 mode's KV store, copied as they are), zero-padded, their scores masked.
+// Two kernels compute the products: on AMX tiles directly where the CPU has
+// AMX (attention_amx.cpp), and through oneDNN matmul primitives elsewhere
+// (each thread with its own primitives and stream: oneDNN runs a primitive
+// single-threaded inside our parallel region). Both share the work items,
+// (head, tile of up to 512 queries), each on one thread, which stream their
+// head's keys and values in blocks of 256 out of the spans (any stored
+// element type; bf16 ones, the bf16 mode's KV store, copied as they are),
+// zero-padded, their scores masked, and the AVX-512 softmax step.
 #pragma once
 
 #include "backend/cpu/attention.h"
