@@ -219,11 +219,14 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     kernel = bf16_kernel_available(Bf16Kernel::Amx, head_dim) ? Bf16Kernel::Amx : Bf16Kernel::Onednn;
   }
   const bool amx = kernel == Bf16Kernel::Amx;
-  LB_CHECK(bf16_kernel_available(kernel, head_dim), "attention (bf16): {}",
-           amx ? fmt::format("the AMX kernel cannot run here (AMX-BF16 granted by the OS, head_dim {} a multiple of "
-                             "32 up to 256)",
-                             head_dim)
-               : std::string("needs AVX-512 and oneDNN bf16 matmul on this CPU"));
+  if (amx) {
+    LB_CHECK(bf16_kernel_available(kernel, head_dim),
+             "attention (bf16): the AMX kernel needs AMX-BF16 granted by the OS and a head_dim that is a multiple of "
+             "32 up to 256 (got {})",
+             head_dim);
+  } else {
+    LB_CHECK(bf16_kernel_available(kernel, head_dim), "attention (bf16): needs AVX-512 and oneDNN bf16 matmul on this CPU");
+  }
   if (nq == 0) return;
   if (total_keys(kv) == 0) {
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
