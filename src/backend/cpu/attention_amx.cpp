@@ -12,8 +12,8 @@
 //       for keys 32kg .. 32kg + 31 and dims 16dg .. 16dg + 15, row r = the
 //       two keys 2r, 2r + 1 interleaved, dim by dim.
 // Then, for each 32 query rows: S [32][block] (4 accumulator tiles per 32
-// keys, stored to L1), the online softmax step (attention_bf16_avx512.cpp's,
-// which also rescales O by alpha), and O += P V with O's rows loaded into
+// keys, stored to L1), the online softmax step (bf16_softmax_avx512.h, the
+// oneDNN kernel's, which also rescales O by alpha), and O += P V with O's rows loaded into
 // the accumulator tiles, 32 dims at a time, and stored back. Every product
 // sum is float32 (tdpbf16ps), as in oneDNN's kernel; P is rounded to bf16
 // as there.
@@ -29,8 +29,9 @@
 // to internal linkage, so none of its code can reach another ISA's callers.
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/attention_tiled.h"
+#include "backend/cpu/bf16_softmax_avx512.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__)
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
 
 #include <cstring>
@@ -75,6 +76,9 @@ void pack_value_tile(const uint16_t* v, int D, int kg, int dg, uint16_t* dst) {
   }
 }
 
+// 32 float32 -> bf16 bits, nearest even (every AMX CPU has AVX512-BF16).
+__m512i round32_bf16(__m512 lo, __m512 hi) { return (__m512i)_mm512_cvtne2ps_pbh(hi, lo); }
+
 }  // namespace
 
 bool amx_attention_built() { return true; }
@@ -90,6 +94,128 @@ void amx_begin_tiles() {
 
 void amx_end_tiles() { _tile_release(); }
 
+namespace {
+
+// One 256-key block of a work item, its 32-row groups in a software
+// pipeline: while group g's softmax runs on the vector units, the tiles
+// compute group g + 1's scores and add group g - 1's P V into its O. The
+// tile instructions run asynchronously beside the vector code, but a core
+// retires in order, so they are interleaved with the softmax in small
+// chunks (8 tile products, ~128 cycles, between a few rows of softmax):
+// enough independent vector work to cover each chunk without filling the
+// reorder buffer. S and P are double-buffered by group parity.
+class BlockPipeline {
+ public:
+  BlockPipeline(const AmxScratch& w, int tile, int D, int n, float c)
+      : w_(w), groups_(tile / 32), D_(D), ksteps_(D / 32), n_(n), padded_((n + 31) / 32 * 32), c_(c) {}
+
+  void run() {
+    for (int j = 0; j < padded_ / 32; ++j) scores_chunk(0, j);
+    for (int g = 0; g < groups_; ++g) {
+      const int s_chunks = g + 1 < groups_ ? padded_ / 32 : 0;
+      const int pv_chunks = g >= 1 ? value_chunks() : 0;
+      const int total = s_chunks + pv_chunks;
+      int row = 0;
+      for (int i = 0; i < total; ++i) {
+        if (i < s_chunks) {
+          scores_chunk(g + 1, i);
+        } else {
+          values_chunk(g - 1, i - s_chunks);
+        }
+        const int until = 32 * (i + 1) / total;
+        softmax_rows(g, row, until);
+        row = until;
+      }
+      softmax_rows(g, row, 32);
+    }
+    for (int i = 0; i < value_chunks(); ++i) values_chunk(groups_ - 1, i);
+  }
+
+ private:
+  static constexpr int ld = kBf16KeyBlock;  // row stride of S and P
+  static constexpr int kKeyGroupsPerChunk = 2;  // 32-key groups of P V per chunk
+
+  float* scores(int g) const { return w_.s + (g & 1) * 32 * ld; }
+  uint16_t* weights(int g) const { return w_.p + (g & 1) * 32 * ld; }
+  int key_groups() const { return padded_ / 32; }
+  int chunks_per_dims() const { return (key_groups() + kKeyGroupsPerChunk - 1) / kKeyGroupsPerChunk; }
+  int value_chunks() const { return D_ / 32 * chunks_per_dims(); }
+
+  // S[32][32] of group g, keys 32j .. 32j + 31.
+  void scores_chunk(int g, int j) const {
+    const uint16_t* q0 = w_.q + int64_t{32} * g * D_;
+    const uint16_t* b0 = w_.kp + int64_t{2 * j} * ksteps_ * kTileElements;
+    const uint16_t* b1 = b0 + int64_t{ksteps_} * kTileElements;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int kk = 0; kk < ksteps_; ++kk) {
+      _tile_loadd(4, q0 + 32 * kk, D_ * 2);
+      _tile_loadd(5, q0 + 16 * D_ + 32 * kk, D_ * 2);
+      _tile_loadd(6, b0 + kk * kTileElements, 64);
+      _tile_loadd(7, b1 + kk * kTileElements, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    float* s = scores(g) + 32 * j;
+    _tile_stored(0, s, ld * 4);
+    _tile_stored(1, s + 16, ld * 4);
+    _tile_stored(2, s + 16 * ld, ld * 4);
+    _tile_stored(3, s + 16 * ld + 16, ld * 4);
+  }
+
+  // Chunk i of group g's O[32][D] += P V: dims 32 (i / chunks_per_dims())
+  // onwards, a run of key groups; O's tiles stay loaded across the run's
+  // chunks (the softmax between them touches no tile).
+  void values_chunk(int g, int i) const {
+    const int d = 32 * (i / chunks_per_dims());
+    const int kg0 = i % chunks_per_dims() * kKeyGroupsPerChunk;
+    const int kg1 = kg0 + kKeyGroupsPerChunk < key_groups() ? kg0 + kKeyGroupsPerChunk : key_groups();
+    float* o0 = w_.o + int64_t{32} * g * D_ + d;
+    if (kg0 == 0) {
+      _tile_loadd(0, o0, D_ * 4);
+      _tile_loadd(1, o0 + 16, D_ * 4);
+      _tile_loadd(2, o0 + 16 * D_, D_ * 4);
+      _tile_loadd(3, o0 + 16 * D_ + 16, D_ * 4);
+    }
+    const uint16_t* p = weights(g);
+    for (int kg = kg0; kg < kg1; ++kg) {
+      const uint16_t* b0 = w_.vp + (int64_t{kg} * (D_ / 16) + d / 16) * kTileElements;
+      _tile_loadd(4, p + 32 * kg, ld * 2);
+      _tile_loadd(5, p + 16 * ld + 32 * kg, ld * 2);
+      _tile_loadd(6, b0, 64);
+      _tile_loadd(7, b0 + kTileElements, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    if (kg1 == key_groups()) {
+      _tile_stored(0, o0, D_ * 4);
+      _tile_stored(1, o0 + 16, D_ * 4);
+      _tile_stored(2, o0 + 16 * D_, D_ * 4);
+      _tile_stored(3, o0 + 16 * D_ + 16, D_ * 4);
+    }
+  }
+
+  // The softmax step of group g's rows [r0, r1).
+  void softmax_rows(int g, int r0, int r1) const {
+    if (r1 <= r0) return;
+    const int r = 32 * g + r0;
+    avx512::bf16_softmax_step(scores(g) + r0 * ld, r1 - r0, n_, ld, c_, w_.m + r, w_.l + r, w_.o + int64_t{r} * D_, D_,
+                              weights(g) + r0 * ld, round32_bf16);
+  }
+
+  const AmxScratch& w_;
+  int groups_, D_, ksteps_, n_, padded_;
+  float c_;
+};
+
+}  // namespace
+
 void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads, int D,
                         float c, float* out, int h, int64_t i0, int tile, const AmxScratch& w) {
   const int rows = static_cast<int>(nq - i0 < tile ? nq - i0 : tile);
@@ -102,7 +228,6 @@ void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t 
     w.m[r] = -__builtin_inff();
     w.l[r] = 0.f;
   }
-  constexpr int ld = kBf16KeyBlock;  // row stride of S and P
   tiled::KeyStream keys(spans, count, num_heads, D, h);
   for (;;) {
     const int n = keys.next_block_bf16(kBf16KeyBlock, w.k, w.v, w.row);
@@ -117,55 +242,7 @@ void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t 
     for (int kg = 0; kg < padded / 32; ++kg)
       for (int dg = 0; dg < D / 16; ++dg)
         pack_value_tile(w.v, D, kg, dg, w.vp + (int64_t{kg} * (D / 16) + dg) * kTileElements);
-
-    for (int r0 = 0; r0 < tile; r0 += 32) {
-      const uint16_t* q0 = w.q + int64_t{r0} * D;
-      for (int j = 0; j < padded; j += 32) {  // S[32][32] per step
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        const uint16_t* b0 = w.kp + int64_t{j / 16} * ksteps * kTileElements;
-        const uint16_t* b1 = b0 + int64_t{ksteps} * kTileElements;
-        for (int kk = 0; kk < ksteps; ++kk) {
-          _tile_loadd(4, q0 + 32 * kk, D * 2);
-          _tile_loadd(5, q0 + 16 * D + 32 * kk, D * 2);
-          _tile_loadd(6, b0 + kk * kTileElements, 64);
-          _tile_loadd(7, b1 + kk * kTileElements, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-        }
-        _tile_stored(0, w.s + j, ld * 4);
-        _tile_stored(1, w.s + j + 16, ld * 4);
-        _tile_stored(2, w.s + 16 * ld + j, ld * 4);
-        _tile_stored(3, w.s + 16 * ld + j + 16, ld * 4);
-      }
-      float* o0 = w.o + int64_t{r0} * D;
-      bf16_softmax_step_avx512(w.s, 32, n, ld, c, w.m + r0, w.l + r0, o0, D, w.p);
-      for (int d = 0; d < D; d += 32) {  // O[32][32] += P[32][padded] V[padded][32]
-        _tile_loadd(0, o0 + d, D * 4);
-        _tile_loadd(1, o0 + d + 16, D * 4);
-        _tile_loadd(2, o0 + 16 * D + d, D * 4);
-        _tile_loadd(3, o0 + 16 * D + d + 16, D * 4);
-        for (int kg = 0; kg < padded / 32; ++kg) {
-          const uint16_t* b0 = w.vp + (int64_t{kg} * (D / 16) + d / 16) * kTileElements;
-          _tile_loadd(4, w.p + 32 * kg, ld * 2);
-          _tile_loadd(5, w.p + 16 * ld + 32 * kg, ld * 2);
-          _tile_loadd(6, b0, 64);
-          _tile_loadd(7, b0 + kTileElements, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-        }
-        _tile_stored(0, o0 + d, D * 4);
-        _tile_stored(1, o0 + d + 16, D * 4);
-        _tile_stored(2, o0 + 16 * D + d, D * 4);
-        _tile_stored(3, o0 + 16 * D + d + 16, D * 4);
-      }
-    }
+    BlockPipeline(w, tile, D, n, c).run();
   }
   for (int r = 0; r < rows; ++r) {
     const __m512 inv = _mm512_set1_ps(1.f / w.l[r]);  // l >= 1: the row's maximum contributes 2^0

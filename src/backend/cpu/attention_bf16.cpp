@@ -123,7 +123,7 @@ int query_tile_rows(int64_t nq, int step) {
   return static_cast<int>((rows + step - 1) / step * step);
 }
 
-// The CPU has AMX-BF16 (and AVX-512, for the softmax) and Linux grants this
+// The CPU has AMX-BF16 (and AVX-512 with BF16, for the softmax) and Linux grants this
 // process the tile state, which it hands out only on request (arch_prctl,
 // Linux 5.16 and later).
 bool amx_tiles_granted() {
@@ -131,7 +131,10 @@ bool amx_tiles_granted() {
     if (!detail::amx_attention_built() || !detail::bf16_attention_avx512_built() || !cpu_supports(Isa::Avx512)) {
       return false;
     }
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
+        !__builtin_cpu_supports("avx512bf16")) {
+      return false;
+    }
     constexpr long kArchReqXcompPerm = 0x1023;
     constexpr long kXfeatureXtiledata = 18;
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;

@@ -84,8 +84,8 @@ struct AmxScratch {
   uint16_t* v;
   uint16_t* kp;    // [kBf16KeyBlock][D]: the keys packed as tiles, and vp the values
   uint16_t* vp;
-  float* s;        // [32][kBf16KeyBlock] (row stride kBf16KeyBlock)
-  uint16_t* p;     // [32][kBf16KeyBlock]
+  float* s;        // [2][32][kBf16KeyBlock] (row stride kBf16KeyBlock): two groups of rows
+  uint16_t* p;     // [2][32][kBf16KeyBlock]
   float* o;        // [T][D]
   float* m;        // [T], and l
   float* l;

@@ -5,7 +5,7 @@
 // (plain loops, internal linkage), so no AVX-512 copy of shared inline code
 // can reach the rest of the program.
 #include "backend/cpu/attention_bf16.h"
-#include "backend/cpu/exp2_avx512.h"
+#include "backend/cpu/bf16_softmax_avx512.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -23,12 +23,6 @@ __m256i to_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
 }
 
-// The first min(count, 16) lanes (none for count <= 0).
-__mmask16 tail_mask(int count) {
-  if (count <= 0) return 0;
-  return count >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << count) - 1u);
-}
-
 }  // namespace
 
 bool bf16_attention_avx512_built() { return true; }
@@ -38,7 +32,7 @@ void bf16_round_rows_avx512(const float* src, int64_t src_ld, int rows, int cols
     const float* s = src + r * src_ld;
     uint16_t* d = dst + r * dst_ld;
     for (int j = 0; j < cols; j += 16) {
-      const __mmask16 k = tail_mask(cols - j);
+      const __mmask16 k = avx512::lanes(cols - j);
       _mm256_mask_storeu_epi16(d + j, k, to_bf16(_mm512_maskz_loadu_ps(k, s + j)));
     }
   }
@@ -46,36 +40,9 @@ void bf16_round_rows_avx512(const float* src, int64_t src_ld, int rows, int cols
 
 void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o,
                               int head_dim, uint16_t* p) {
-  const __m512 vc = _mm512_set1_ps(c);
-  for (int r = 0; r < rows; ++r) {
-    const float* sr = s + int64_t{r} * ld;
-    uint16_t* pr = p + int64_t{r} * ld;
-    __m512 vmax = _mm512_set1_ps(-__builtin_inff());
-    for (int j = 0; j < n; j += 16) {
-      const __mmask16 k = tail_mask(n - j);
-      vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, sr + j), vc));
-    }
-    const float block_max = _mm512_reduce_max_ps(vmax);
-    const float m_new = block_max > m[r] ? block_max : m[r];
-    const float alpha = _mm512_cvtss_f32(avx512::exp2_nonpositive(_mm512_set1_ps(m[r] - m_new)));  // 0 on the first block
-    const __m512 vm = _mm512_set1_ps(m_new);
-    __m512 vsum = _mm512_setzero_ps();
-    for (int j = 0; j < ld; j += 16) {
-      const __mmask16 k = tail_mask(n - j);
-      const __m512 x = _mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, sr + j), vc, vm);
-      const __m512 e = _mm512_maskz_mov_ps(k, avx512::exp2_nonpositive(x));  // padding keys: 0
-      vsum = _mm512_add_ps(vsum, e);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(pr + j), to_bf16(e));
-    }
-    l[r] = l[r] * alpha + _mm512_reduce_add_ps(vsum);
-    m[r] = m_new;
-    float* orow = o + int64_t{r} * head_dim;
-    const __m512 va = _mm512_set1_ps(alpha);
-    for (int d = 0; d < head_dim; d += 16) {
-      const __mmask16 k = tail_mask(head_dim - d);
-      _mm512_mask_storeu_ps(orow + d, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, orow + d), va));
-    }
-  }
+  avx512::bf16_softmax_step(s, rows, n, ld, c, m, l, o, head_dim, p, [](__m512 a, __m512 b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(a)), to_bf16(b), 1);
+  });
 }
 
 }  // namespace lingbot::cpu::detail

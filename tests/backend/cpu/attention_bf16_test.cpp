@@ -2,14 +2,18 @@
 // products, AMX tiles where the CPU has them) against the double-precision
 // reference over the same bf16-valued q, k and v (attention_bf16_cases.h);
 // also: no keys, thread-count independence, the AMX kernel against
-// oneDNN's. Each kernel is skipped where it cannot run.
+// oneDNN's, and their shared softmax step against exact exponentials. Each
+// kernel is skipped where it cannot run.
 #include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/cpu_isa.h"
 
 #include "attention_bf16_cases.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -87,5 +91,57 @@ TEST(AttentionBf16Kernels, AutoNamesItsKernel) {
   EXPECT_EQ(name, detail::bf16_kernel_available(Bf16Kernel::Amx, 64) ? "AMX tiles" : "oneDNN matmul");
   if (detail::bf16_kernel_available(Bf16Kernel::Amx, 64)) {
     EXPECT_FALSE(detail::bf16_kernel_available(Bf16Kernel::Amx, 48)) << "head_dim must be a multiple of 32";
+  }
+}
+
+// The softmax step both kernels share (bf16_softmax_avx512.h, through the
+// oneDNN kernel's instance): against exponentials computed in double, over
+// two key blocks, the second one short (keys and padding) and moving some
+// rows' maximum but not others'.
+TEST(Bf16SoftmaxStep, MatchesExactExponentials) {
+  if (!detail::bf16_attention_avx512_built() || !cpu_supports(Isa::Avx512)) GTEST_SKIP() << "needs AVX-512";
+  constexpr int rows = 4, ld = detail::kBf16KeyBlock, dim = 64;
+  const float c = 0.125f * 1.4426950408889634f;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 6.f);
+  std::vector<float> m(rows, -std::numeric_limits<float>::infinity()), l(rows, 0.f), o(rows * dim);
+  std::vector<uint16_t> p(rows * ld);
+  for (const int n : {ld, 70}) {
+    std::vector<float> s(rows * ld);
+    for (int r = 0; r < rows; ++r) {
+      // Rows 0 and 1 get larger scores in the second block (their maximum moves), rows 2 and 3 smaller.
+      const float shift = n == ld ? 0.f : (r < 2 ? 40.f : -40.f);
+      for (int j = 0; j < ld; ++j) s[r * ld + j] = j < n ? normal(rng) + shift : 1e30f;  // padding: never read as a key
+    }
+    for (float& x : o) x = normal(rng);
+    const std::vector<float> m0 = m, l0 = l, o0 = o;
+    detail::bf16_softmax_step_avx512(s.data(), rows, n, ld, c, m.data(), l.data(), o.data(), dim, p.data());
+    for (int r = 0; r < rows; ++r) {
+      float block_max = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) block_max = std::max(block_max, s[r * ld + j] * c);
+      const double m_new = std::max<double>(m0[r], block_max);
+      EXPECT_EQ(m[r], static_cast<float>(m_new)) << "row " << r << ", " << n << " keys";
+      const double alpha = std::isinf(m0[r]) ? 0.0 : std::exp2(m0[r] - m_new);
+      double sum = 0;
+      for (int j = 0; j < ld; ++j) {
+        uint32_t bits = uint32_t{p[r * ld + j]} << 16;
+        float got;
+        std::memcpy(&got, &bits, 4);
+        if (j >= n) {
+          EXPECT_EQ(got, 0.f) << "padding key " << j << " of row " << r;
+          continue;
+        }
+        const double exact = std::exp2(double{s[r * ld + j]} * c - m_new);
+        sum += exact;
+        // P is rounded to bf16 (8 significant bits: at most 2^-8 relative) from a value within 1e-5 of exact.
+        EXPECT_NEAR(got, exact, exact * (std::ldexp(1.0, -8) + 1e-5) + 1e-37) << "row " << r << ", key " << j;
+      }
+      EXPECT_NEAR(l[r], l0[r] * alpha + sum, 1e-5 * (l0[r] * alpha + sum)) << "row " << r << ", " << n << " keys";
+      for (int d = 0; d < dim; ++d) {
+        // The first block leaves O alone (the kernels start it at 0); later ones scale it by alpha.
+        const double want = std::isinf(m0[r]) ? o0[r * dim + d] : o0[r * dim + d] * alpha;
+        EXPECT_NEAR(o[r * dim + d], want, 1e-6 * std::fabs(want) + 1e-30) << "row " << r << ", dim " << d;
+      }
+    }
   }
 }

@@ -3,7 +3,8 @@
 // checked on a CPU without AMX, as CI's (attention_amx_emulated_test.cpp).
 // tests/CMakeLists.txt force-includes it ahead of the kernel's source in this
 // folder's test binary: it takes <immintrin.h> first and then replaces the
-// tile intrinsics with these functions, so that binary executes no tile
+// tile intrinsics (and AVX512-BF16's one conversion the kernel uses) with
+// these functions, so that binary executes no tile or AVX512-BF16
 // instruction (and its AMX kernel is this emulation, not the tiles).
 //
 // Semantics (Intel SDM, AMX): 8 tiles of 16 rows x 64 bytes (the kernel's
@@ -51,6 +52,21 @@ inline void dpbf16ps(int c, int a, int b) {
   std::memcpy(tiles.bytes[c], acc, sizeof acc);
 }
 
+// vcvtne2ps2bf16 (AVX512-BF16, which CI's CPU may lack): 32 float32 to
+// bf16, b's 16 in the low half, a's in the high, rounded to nearest even.
+// Integer arithmetic that needs only AVX-512F/BW (finite values: the kernel
+// converts exponentials in [0, 1]; no subnormal flush, which changes no
+// value above 2^-126).
+inline __m256i round16(__m512 v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16));
+}
+inline __m512bh cvtne2ps_pbh(__m512 a, __m512 b) {
+  return (__m512bh)_mm512_inserti64x4(_mm512_castsi256_si512(round16(b)), round16(a), 1);
+}
+
 }  // namespace amx_emulation
 
 #undef _tile_loadd
@@ -63,3 +79,4 @@ inline void dpbf16ps(int c, int a, int b) {
 #define _tile_dpbf16ps(c, a, b) amx_emulation::dpbf16ps(c, a, b)
 #define _tile_loadconfig(config) ((void)(config))
 #define _tile_release() ((void)0)
+#define _mm512_cvtne2ps_pbh(a, b) amx_emulation::cvtne2ps_pbh(a, b)

@@ -27,7 +27,7 @@ void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan
   const int tile = static_cast<int>(((nq + tiles - 1) / tiles + 31) / 32 * 32);
   const size_t block = static_cast<size_t>(detail::kBf16KeyBlock) * D;
   std::vector<uint16_t> qb(static_cast<size_t>(tile) * D), k(block), v(block), kp(block), vp(block),
-      p(size_t{32} * detail::kBf16KeyBlock);
+      p(size_t{64} * detail::kBf16KeyBlock);
   std::vector<float> s(p.size()), o(qb.size()), m(static_cast<size_t>(tile)), l(m.size()), row(2 * D);
   const detail::AmxScratch scratch{qb.data(), k.data(), v.data(), kp.data(), vp.data(), s.data(),
                                    p.data(),  o.data(), m.data(), l.data(),  row.data()};
