@@ -13,9 +13,9 @@
 //     AVX-512 (1) build of the tiled kernel.
 //   BM_Attention{Tiled,Rows,Naive}Small/<threads>: 128 queries x 8 frames of keys
 //     (7,824), where the naive double-precision reference still runs in seconds.
-//   BM_AttentionBf16FullWindow/<threads>/<kernel>, BM_AttentionBf16Self/<threads>/<kernel>:
+//   BM_AttentionBf16FullWindow/<threads>/<kernel>/<tile>, BM_AttentionBf16Self/<threads>/<kernel>/<tile>:
 //     the bf16 mode's attention (attention_bf16.h; kernel 0 oneDNN's products,
-//     1 AMX tiles) on the same problems, keys and values stored as bfloat16 in
+//     1 AMX tiles; at most <tile> queries per work item) on the same problems, keys and values stored as bfloat16 in
 //     the window (as the bf16 mode's KV store keeps them) and float32 in
 //     self-attention (a block's own q, k, v).
 #include "backend/cpu/attention.h"
@@ -115,8 +115,9 @@ void run_bf16(benchmark::State& state, Problem& p) {
     state.SkipWithError("this CPU or build lacks that kernel");
     return;
   }
+  const int tile_rows = static_cast<int>(state.range(2));
   time_attention(state, p, static_cast<int>(state.range(0)), [&](float scale) {
-    detail::attention_bf16_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data());
+    detail::attention_bf16_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data(), tile_rows);
   });
 }
 
@@ -191,8 +192,15 @@ BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseR
 BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionRowsSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AttentionBf16FullWindow)->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}})->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
-BENCHMARK(BM_AttentionBf16Self)->ArgsProduct({{1, 2, 16}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionBf16FullWindow)
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}, {detail::kBf16MaxQueryTile, 256, 128}})
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime()
+    ->Iterations(1);
+BENCHMARK(BM_AttentionBf16Self)
+    ->ArgsProduct({{1, 2, 16}, {0, 1}, {detail::kBf16MaxQueryTile, 256, 128}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_AttentionNaiveSmall)->Arg(1)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
 BENCHMARK_MAIN();

@@ -2,6 +2,7 @@
 
 #include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/onednn_matmul.h"
 #include "core/error.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -31,7 +32,7 @@ using Dt = memory::data_type;
 // Every work item reads all of its head's keys and values, so the fewer
 // query tiles per head the less of that traffic (a full window's keys are
 // 18 MB per head); S and P of a tile stay in L2 (768 KiB at 512 x 256).
-constexpr int kMaxQueryTile = 512;  // queries per work item
+constexpr int kMaxQueryTile = detail::kBf16MaxQueryTile;
 constexpr int kKeyBlock = detail::kBf16KeyBlock;
 constexpr int kRowStep = 16;        // oneDNN's query tiles are padded to a multiple of this (AMX: 32)
 
@@ -114,11 +115,11 @@ std::vector<std::unique_ptr<Lane>>& lanes_of_this_thread() {
   return lanes;
 }
 
-// Queries split into equal tiles of at most kMaxQueryTile rows (a frame's 978
+// Queries split into equal tiles of at most max_rows rows (a frame's 978
 // into two of 489), each padded to `step`. The split does not depend on the
 // thread count, so neither do the results.
-int query_tile_rows(int64_t nq, int step) {
-  const int64_t tiles = (nq + kMaxQueryTile - 1) / kMaxQueryTile;
+int query_tile_rows(int64_t nq, int step, int max_rows) {
+  const int64_t tiles = (nq + max_rows - 1) / max_rows;
   const int64_t rows = (nq + tiles - 1) / tiles;
   return static_cast<int>((rows + step - 1) / step * step);
 }
@@ -140,6 +141,15 @@ bool amx_tiles_granted() {
     return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }();
   return granted;
+}
+
+// The softmax step's instance for this CPU: AVX512-BF16's conversion where
+// it has it (Zen 4, Cooper Lake and later Intel cores), integer rounding elsewhere.
+void softmax_step(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o, int head_dim,
+                  uint16_t* p) {
+  static const auto step = cpu_has_bf16_arithmetic() ? detail::bf16_softmax_step_avx512bf16
+                                                     : detail::bf16_softmax_step_avx512;
+  step(s, rows, n, ld, c, m, l, o, head_dim, p);
 }
 
 // One work item: head h, queries [i0, i0 + rows) of nq, padded to `tile`.
@@ -165,8 +175,7 @@ void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan
       std::fill(lane.v.get() + int64_t{n} * D, lane.v.get() + int64_t{kKeyBlock} * D, uint16_t{0});
     }
     pr.scores.execute(lane.stream, scores_args);
-    detail::bf16_softmax_step_avx512(lane.s.get(), tile, n, kKeyBlock, c, lane.m.get(), lane.l.get(), lane.o.get(),
-                                     D, lane.p.get());
+    softmax_step(lane.s.get(), tile, n, kKeyBlock, c, lane.m.get(), lane.l.get(), lane.o.get(), D, lane.p.get());
     pr.values.execute(lane.stream, values_args);
   }
   lane.stream.wait();
@@ -216,8 +225,11 @@ const char* bf16_attention_kernel_name() {
 }
 
 void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
-                         int head_dim, float scale, float* out) {
+                         int head_dim, float scale, float* out, int max_tile_rows) {
   check_arguments(q, nq, kv, num_heads, head_dim, out);
+  LB_CHECK(max_tile_rows >= kAmxRowStep && max_tile_rows <= kMaxQueryTile && max_tile_rows % kAmxRowStep == 0,
+           "attention (bf16): max_tile_rows {} is not a multiple of {} up to {}", max_tile_rows, kAmxRowStep,
+           kMaxQueryTile);
   if (kernel == Bf16Kernel::Auto) {
     kernel = bf16_kernel_available(Bf16Kernel::Amx, head_dim) ? Bf16Kernel::Amx : Bf16Kernel::Onednn;
   }
@@ -235,7 +247,7 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
     return;
   }
-  const int tile = query_tile_rows(nq, amx ? kAmxRowStep : kRowStep);
+  const int tile = query_tile_rows(nq, amx ? kAmxRowStep : kRowStep, max_tile_rows);
   const int64_t tiles = (nq + tile - 1) / tile;
   const int64_t items = tiles * num_heads;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));

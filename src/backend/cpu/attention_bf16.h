@@ -55,6 +55,10 @@ void bf16_round_rows_avx512(const float* src, int64_t src_ld, int rows, int cols
 //   (0 beyond n).
 void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o,
                               int head_dim, uint16_t* p);
+//   The same with AVX512-BF16's conversion for P: only where the CPU has it
+//   (cpu_has_bf16_arithmetic()); the same P for every value but subnormals.
+void bf16_softmax_step_avx512bf16(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o,
+                                  int head_dim, uint16_t* p);
 bool bf16_attention_avx512_built();
 
 // The kernels behind attention_bf16(), selectable for tests and benchmarks:
@@ -66,9 +70,13 @@ bool bf16_attention_avx512_built();
 //   Auto:   Amx where it can run, else Onednn.
 enum class Bf16Kernel { Auto, Onednn, Amx };
 bool bf16_kernel_available(Bf16Kernel kernel, int head_dim);
+// Queries per work item at most (a frame's 978 split into two tiles).
+inline constexpr int kBf16MaxQueryTile = 512;
 // Throws lingbot::Error for a kernel this build, CPU or head_dim cannot run.
+// max_tile_rows (benchmarks): a smaller bound on the queries per work item,
+// a multiple of 32.
 void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
-                         int head_dim, float scale, float* out);
+                         int head_dim, float scale, float* out, int max_tile_rows = kBf16MaxQueryTile);
 // "AMX tiles" or "oneDNN matmul": what Auto runs for head_dim 64 here.
 const char* bf16_attention_kernel_name();
 

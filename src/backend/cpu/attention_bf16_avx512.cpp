@@ -1,6 +1,8 @@
 // The element-wise passes of attention_bf16() (attention_bf16.h) with
 // AVX-512 vectors. This file alone is compiled with AVX-512 code generation
-// (src/CMakeLists.txt), and attention_bf16() runs only on CPUs with AVX-512;
+// (src/CMakeLists.txt; with AVX512-BF16's too, used only by
+// bf16_softmax_step_avx512bf16, which runs only where the CPU has it), and
+// attention_bf16() runs only on CPUs with AVX-512;
 // as in attention_avx512.cpp, nothing here instantiates a library template
 // (plain loops, internal linkage), so no AVX-512 copy of shared inline code
 // can reach the rest of the program.
@@ -45,6 +47,12 @@ void bf16_softmax_step_avx512(const float* s, int rows, int n, int ld, float c, 
   });
 }
 
+void bf16_softmax_step_avx512bf16(const float* s, int rows, int n, int ld, float c, float* m, float* l, float* o,
+                                  int head_dim, uint16_t* p) {
+  avx512::bf16_softmax_step(s, rows, n, ld, c, m, l, o, head_dim, p,
+                            [](__m512 a, __m512 b) { return (__m512i)_mm512_cvtne2ps_pbh(b, a); });
+}
+
 }  // namespace lingbot::cpu::detail
 
 #else  // a build without AVX-512 code generation (not x86-64)
@@ -53,6 +61,7 @@ namespace lingbot::cpu::detail {
 bool bf16_attention_avx512_built() { return false; }
 void bf16_round_rows_avx512(const float*, int64_t, int, int, uint16_t*, int64_t) {}
 void bf16_softmax_step_avx512(const float*, int, int, int, float, float*, float*, float*, int, uint16_t*) {}
+void bf16_softmax_step_avx512bf16(const float*, int, int, int, float, float*, float*, float*, int, uint16_t*) {}
 }  // namespace lingbot::cpu::detail
 
 #endif

@@ -3,10 +3,11 @@
 // O rescaled by alpha, and P rounded to bfloat16 for the next product.
 //
 // Shared by the oneDNN kernel (attention_bf16_avx512.cpp) and the AMX kernel
-// (attention_amx.cpp), each instantiating it with its own rounding of float32
-// to bf16 (integer arithmetic where AVX512-BF16 may be absent, the
-// conversion instruction on AMX CPUs, which all have it): both round to
-// nearest even, so the kernels' P agree for every normal value.
+// (attention_amx.cpp), instantiated with a rounding of float32 to bf16:
+// AVX512-BF16's conversion instruction (the AMX kernel, as every AMX CPU has
+// it, and the oneDNN kernel where the CPU has it) or integer arithmetic (the
+// oneDNN kernel elsewhere). Both round to nearest even, so P is the same for
+// every normal value.
 //
 // The exponential is a degree-4 polynomial, not the fp32 kernels' degree 7
 // (exp2_avx512.h): P is rounded to bf16 (8 significant bits) right after,

@@ -6,6 +6,7 @@
 // kernel is skipped where it cannot run.
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/onednn_matmul.h"
 
 #include "attention_bf16_cases.h"
 
@@ -95,11 +96,17 @@ TEST(AttentionBf16Kernels, AutoNamesItsKernel) {
 }
 
 // The softmax step both kernels share (bf16_softmax_avx512.h, through the
-// oneDNN kernel's instance): against exponentials computed in double, over
-// two key blocks, the second one short (keys and padding) and moving some
-// rows' maximum but not others'.
-TEST(Bf16SoftmaxStep, MatchesExactExponentials) {
+// oneDNN kernel's two instances: P rounded by integer arithmetic, and by
+// AVX512-BF16's conversion where the CPU has it): against exponentials
+// computed in double, over two key blocks, the second one short (keys and
+// padding) and moving some rows' maximum but not others'.
+class Bf16SoftmaxStep : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Bf16SoftmaxStep, MatchesExactExponentials) {
   if (!detail::bf16_attention_avx512_built() || !cpu_supports(Isa::Avx512)) GTEST_SKIP() << "needs AVX-512";
+  const bool native = GetParam();
+  if (native && !cpu_has_bf16_arithmetic()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const auto step = native ? detail::bf16_softmax_step_avx512bf16 : detail::bf16_softmax_step_avx512;
   constexpr int rows = 4, ld = detail::kBf16KeyBlock, dim = 64;
   const float c = 0.125f * 1.4426950408889634f;
   std::mt19937 rng(5);
@@ -115,7 +122,7 @@ TEST(Bf16SoftmaxStep, MatchesExactExponentials) {
     }
     for (float& x : o) x = normal(rng);
     const std::vector<float> m0 = m, l0 = l, o0 = o;
-    detail::bf16_softmax_step_avx512(s.data(), rows, n, ld, c, m.data(), l.data(), o.data(), dim, p.data());
+    step(s.data(), rows, n, ld, c, m.data(), l.data(), o.data(), dim, p.data());
     for (int r = 0; r < rows; ++r) {
       float block_max = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < n; ++j) block_max = std::max(block_max, s[r * ld + j] * c);
@@ -145,3 +152,8 @@ TEST(Bf16SoftmaxStep, MatchesExactExponentials) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Rounding, Bf16SoftmaxStep, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("Avx512Bf16") : std::string("Integer");
+                         });
