@@ -64,6 +64,23 @@ TEST_P(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
   EXPECT_EQ(one, many);
 }
 
+// A query's result does not depend on which tile of queries it shares a
+// work item with (how the kernel may split queries: bounds below 512 are
+// what attention_bench compares).
+TEST_P(AttentionBf16, ResultsDoNotDependOnTheQueryTile) {
+  std::mt19937 rng(8);
+  const Case c{600, 2, 64, {700, 300}};
+  const Data d = make(c, rng);
+  const int64_t n = c.nq * c.heads * c.dim;
+  std::vector<float> whole(static_cast<size_t>(n)), small(static_cast<size_t>(n));
+  detail::attention_bf16_with(GetParam(), d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, whole.data());
+  detail::attention_bf16_with(GetParam(), d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, small.data(), 128);
+  EXPECT_EQ(whole, small);
+  EXPECT_THROW(detail::attention_bf16_with(GetParam(), d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f,
+                                           small.data(), 100),
+               lingbot::Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionBf16, ::testing::Values(Bf16Kernel::Onednn, Bf16Kernel::Amx),
                          [](const ::testing::TestParamInfo<Bf16Kernel>& info) {
                            return std::string(info.param == Bf16Kernel::Amx ? "Amx" : "Onednn");
