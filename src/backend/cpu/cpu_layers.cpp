@@ -361,20 +361,23 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, in
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   // The bf16 mode: attention in float32 on widened copies, the output
   // rounded once; one group at a time (groups attend only inside
-  // themselves), so the copies are one group's, not every frame's.
+  // themselves), so the copies are one group's, not every frame's. With
+  // bf16 products, bf16 keys and values go to the kernel as they are (it
+  // reads them as bf16 anyway) and only q is widened.
   const int64_t group = n * C;
   const bool widens = q.dtype() == DType::BF16 || k.dtype() == DType::BF16 || v.dtype() == DType::BF16 ||
                       out.dtype() == DType::BF16;
   float* const copies = widens ? room(scratch_.attention, 4 * group) : nullptr;
   const bool bf16_products = attention_products_ == AttentionProducts::Bf16 && q.dtype() == DType::BF16 &&
                              n >= kMinBf16AttentionQueries;
+  const bool bf16_keys = bf16_products && k.dtype() == DType::BF16 && v.dtype() == DType::BF16;
   for (int g = 0; g < groups; ++g) {
     const int64_t off = g * group;
     const float* pq = as_f32(q, off, group, copies);
-    const float* pk = as_f32(k, off, group, copies + group);
-    const float* pv = as_f32(v, off, group, copies + 2 * group);
     float* po = out.dtype() == DType::F32 ? out.f32() + off : copies + 3 * group;
-    const KvSpan span{pk, pv, n};
+    const KvSpan span = bf16_keys ? KvSpan{k.data_as<const uint16_t>() + off, v.data_as<const uint16_t>() + off, n,
+                                           KvElement::Bf16}
+                                  : KvSpan{as_f32(k, off, group, copies + group), as_f32(v, off, group, copies + 2 * group), n};
     if (bf16_products) {
       cpu::attention_bf16(pq, n, std::span<const KvSpan>(&span, 1), num_heads, head_dim, scale, po);
     } else {
