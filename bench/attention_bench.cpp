@@ -15,9 +15,9 @@
 //     (7,824), where the naive double-precision reference still runs in seconds.
 //   BM_AttentionBf16FullWindow/<threads>/<kernel>/<tile>, BM_AttentionBf16Self/<threads>/<kernel>/<tile>:
 //     the bf16 mode's attention (attention_bf16.h; kernel 0 oneDNN's products,
-//     1 AMX tiles; at most <tile> queries per work item) on the same problems, keys and values stored as bfloat16 in
-//     the window (as the bf16 mode's KV store keeps them) and float32 in
-//     self-attention (a block's own q, k, v).
+//     1 AMX tiles; at most <tile> queries per work item) on the same problems,
+//     keys and values stored as bfloat16 (as the bf16 mode's KV store keeps
+//     them and its self-attention passes a block's own k and v).
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_convert.h"
@@ -169,8 +169,8 @@ void BM_AttentionBf16FullWindow(benchmark::State& state) {
   run_bf16(state, b.p);
 }
 void BM_AttentionBf16Self(benchmark::State& state) {
-  static Problem p = make_self(kTokensPerFrame);
-  run_bf16(state, p);
+  static Bf16Problem b = with_bf16_keys(make_self(kTokensPerFrame));
+  run_bf16(state, b.p);
 }
 
 // Few queries (the camera head, a non-tiled shape): args = nq, kernel (0 tiled, 1 rows), 1 thread.
