@@ -31,8 +31,20 @@ class AttentionBf16 : public ::testing::TestWithParam<Bf16Kernel> {
     if (!detail::bf16_kernel_available(GetParam(), 64)) GTEST_SKIP() << "this kernel cannot run on this CPU";
   }
   void run(const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int dim, float scale,
-           float* out) const {
-    detail::attention_bf16_with(GetParam(), q, nq, spans, heads, dim, scale, out);
+           float* out, int max_tile_rows = detail::kBf16MaxQueryTile) const {
+    detail::attention_bf16_with(GetParam(), q, nq, spans, heads, dim, scale, out, max_tile_rows);
+  }
+  // Case c's outputs from two runs (each given the case and its output),
+  // which must be identical.
+  template <class First, class Second>
+  void expect_identical(uint32_t seed, const Case& c, First&& first, Second&& second) const {
+    std::mt19937 rng(seed);
+    const Data d = make(c, rng);
+    const auto n = static_cast<size_t>(c.nq * c.heads * c.dim);
+    std::vector<float> a(n), b(n);
+    first(d, a.data());
+    second(d, b.data());
+    EXPECT_EQ(a, b);
   }
 };
 
@@ -50,35 +62,29 @@ TEST_P(AttentionBf16, NoKeysGivesZeros) {
 }
 
 TEST_P(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
-  std::mt19937 rng(7);
   const Case c{600, 4, 64, {900, 200}};
-  const Data d = make(c, rng);
-  const int64_t n = c.nq * c.heads * c.dim;
-  std::vector<float> one(static_cast<size_t>(n)), many(static_cast<size_t>(n));
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, one.data());
-  omp_set_num_threads(std::max(2, saved));
-  run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, many.data());
-  omp_set_num_threads(saved);
-  EXPECT_EQ(one, many);
+  auto with_threads = [&](int threads) {
+    return [&, threads](const Data& d, float* out) {
+      omp_set_num_threads(threads);
+      run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, out);
+      omp_set_num_threads(saved);
+    };
+  };
+  expect_identical(7, c, with_threads(1), with_threads(std::max(2, saved)));
 }
 
 // A query's result does not depend on which tile of queries it shares a
 // work item with (how the kernel may split queries: bounds below 512 are
 // what attention_bench compares).
 TEST_P(AttentionBf16, ResultsDoNotDependOnTheQueryTile) {
-  std::mt19937 rng(8);
   const Case c{600, 2, 64, {700, 300}};
-  const Data d = make(c, rng);
-  const int64_t n = c.nq * c.heads * c.dim;
-  std::vector<float> whole(static_cast<size_t>(n)), small(static_cast<size_t>(n));
-  detail::attention_bf16_with(GetParam(), d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, whole.data());
-  detail::attention_bf16_with(GetParam(), d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, small.data(), 128);
-  EXPECT_EQ(whole, small);
-  EXPECT_THROW(detail::attention_bf16_with(GetParam(), d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f,
-                                           small.data(), 100),
-               lingbot::Error);
+  auto with_tiles_of = [&](int rows) {
+    return [&, rows](const Data& d, float* out) { run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, out, rows); };
+  };
+  expect_identical(8, c, with_tiles_of(detail::kBf16MaxQueryTile), with_tiles_of(128));
+  std::vector<float> q(20 * 64, 1.f), out(q.size());
+  EXPECT_THROW(run(q.data(), 20, {}, 1, 64, 0.125f, out.data(), 100), lingbot::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionBf16, ::testing::Values(Bf16Kernel::Onednn, Bf16Kernel::Amx),
