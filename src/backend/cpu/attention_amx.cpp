@@ -11,20 +11,21 @@
 //   Vp  the block's values as the B operand of O += P V: tile (kg, dg) holds,
 //       for keys 32kg .. 32kg + 31 and dims 16dg .. 16dg + 15, row r = the
 //       two keys 2r, 2r + 1 interleaved, dim by dim.
-// Then, for each 32 query rows: S [32][block] (4 accumulator tiles per 32
-// keys, stored to L1), the online softmax step (bf16_softmax_avx512.h, the
-// oneDNN kernel's, which also rescales O by alpha), and O += P V with O's rows loaded into
-// the accumulator tiles, 32 dims at a time, and stored back. Every product
-// sum is float32 (tdpbf16ps), as in oneDNN's kernel; P is rounded to bf16
-// as there.
+// Then, for each group of 32 query rows: S [32][block] (4 accumulator tiles
+// per 32 keys, stored), the online softmax step (bf16_softmax_avx512.h, the
+// oneDNN kernel's, which also rescales O by alpha), and O += P V with O's
+// rows loaded into the accumulator tiles, 32 dims at a time, and stored
+// back; the groups overlap in a software pipeline (BlockPipeline below).
+// Every product sum is float32 (tdpbf16ps), as in oneDNN's kernel; P is
+// rounded to bf16 as there.
 //
 // Tiles: all eight configured as 16 rows of 64 bytes. In each 32 x 32 step
 // tiles 0-3 accumulate, 4-5 hold two 16-row slices of the A operand and 6-7
 // two B tiles: two A and two B loads feed four products.
 //
 // This file alone is compiled with AMX and AVX-512 code generation
-// (src/CMakeLists.txt) and runs only where the CPU has AMX-BF16 and Linux
-// grants the tiles (bf16_kernel_available(Bf16Kernel::Amx, ...)); like the
+// (src/CMakeLists.txt) and runs only where the CPU has AMX-BF16 (and
+// AVX512-BF16) and Linux grants the tiles (bf16_kernel_available(Bf16Kernel::Amx, ...)); like the
 // AVX-512 files it instantiates no library template and keeps its helpers
 // to internal linkage, so none of its code can reach another ISA's callers.
 #include "backend/cpu/attention_bf16.h"
