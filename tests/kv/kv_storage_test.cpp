@@ -1,7 +1,8 @@
 // The KV cache's storage types (--kv-dtype): the e4m3 format and its
 // quantiser against naive references, and the CPU stores holding exactly
 // the naive roundings of what was appended, in both layouts, with scales
-// that never change once a token is written.
+// that never change once a token is written, and bfloat16 rows held as
+// their float32 values.
 #include "backend/cpu/paged_kv_cache.h"
 #include "kv/fp8_e4m3.h"
 #include "kv/kv_cache.h"
@@ -279,6 +280,41 @@ TEST_P(KvStorage, ATokenKeepsItsStoredValueAsItsPageFillsAndItIsEvicted) {
     EXPECT_TRUE(found) << "special " << t << " of frame 1";
   }
   EXPECT_EQ(cache->stats().frames_evicted, 5);
+}
+
+// The bf16 mode appends bfloat16 rows: every store holds them as it holds
+// their float32 values (bf16 stored as they are, float32 widened, fp8
+// quantised from the widened values), over steps that evict, with frames
+// large enough for the parallel write (64 rows and more) and small specials.
+TEST_P(KvStorage, TakesBfloat16RowsAsTheirFloat32Values) {
+  const auto [layout, dtype] = GetParam();
+  TokenLayout l = storage_layout();
+  l.num_patches = 100;
+  CacheConfig config;
+  config.dtype = dtype;
+  config.sliding_window = 2;
+  config.scale_frames = 1;
+  auto from_bf16 = make_cpu_cache(layout, config, l, 1);
+  auto from_f32 = make_cpu_cache(layout, config, l, 1);
+  std::mt19937 rng(11);
+  for (int f = 0; f < 5; ++f) {
+    const Tensor k = spread_rows(l, l.tokens_per_frame(), rng).to_dtype(DType::BF16);
+    const Tensor v = spread_rows(l, l.tokens_per_frame(), rng).to_dtype(DType::BF16);
+    from_bf16->begin_step(1, true);
+    from_f32->begin_step(1, true);
+    from_bf16->append(0, k, v);
+    from_f32->append(0, k.to_dtype(DType::F32), v.to_dtype(DType::F32));
+    from_bf16->end_step();
+    from_f32->end_step();
+    const auto [k1, v1] = from_bf16->gather_visible(0);
+    const auto [k2, v2] = from_f32->gather_visible(0);
+    ASSERT_EQ(k1.numel(), k2.numel()) << "frame " << f;
+    EXPECT_TRUE(same_bytes(k1.f32(), k2.f32(), k1.numel())) << "frame " << f;
+    EXPECT_TRUE(same_bytes(v1.f32(), v2.f32(), v1.numel())) << "frame " << f;
+  }
+  from_bf16->begin_step(1, true);
+  const Tensor k = spread_rows(l, l.tokens_per_frame(), rng);
+  EXPECT_THROW(from_bf16->append(0, k.to_dtype(DType::BF16), k), Error) << "k and v of different types";
 }
 
 INSTANTIATE_TEST_SUITE_P(LayoutsAndDtypes, KvStorage,

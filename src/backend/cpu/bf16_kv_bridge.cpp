@@ -17,10 +17,11 @@ class Bf16KvBridge final : public kv::KvCache {
     step_frames_ = num_frames;
     step_stores_ = store;
   }
+  // The CPU stores take bfloat16 rows as they are (kv_rows.h), so k and v
+  // go straight through.
   void append(int block, const Tensor& k, const Tensor& v) override {
     if (!storage_chosen_) choose_storage(k);
-    if (k.dtype() != DType::BF16 && v.dtype() != DType::BF16) return store_->append(block, k, v);
-    store_->append(block, widened(k, k_), widened(v, v_));
+    store_->append(block, k, v);
   }
   void attend(int block, const Tensor& q, Tensor& out) override {
     if (q.dtype() != DType::BF16 && out.dtype() != DType::BF16) return store_->attend(block, q, out);
@@ -39,7 +40,7 @@ class Bf16KvBridge final : public kv::KvCache {
   }
   void reset() override { store_->reset(); }
   void release_scratch() override {
-    k_ = v_ = q_ = out_ = Tensor();
+    q_ = out_ = Tensor();
     store_->release_scratch();
   }
   kv::CacheStats stats() const override { return store_->stats(); }
@@ -78,7 +79,7 @@ class Bf16KvBridge final : public kv::KvCache {
   bool storage_chosen_ = false;
   int step_frames_ = 0;
   bool step_stores_ = false;
-  Tensor k_, v_, q_, out_;  // float32 staging, reused from step to step
+  Tensor q_, out_;  // float32 staging, reused from step to step
 };
 
 }  // namespace

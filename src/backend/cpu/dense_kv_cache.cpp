@@ -85,16 +85,14 @@ void DenseKvCache::append(int block, const Tensor& k, const Tensor& v) {
   steps_.check_append(block);
   const int tpf = layout_.tokens_per_frame();
   const int64_t rows = int64_t{steps_.num_frames()} * tpf;
-  kv::check_token_tensor(k, rows, layout_, "append: k");
-  kv::check_token_tensor(v, rows, layout_, "append: v");
+  check_token_rows(k, rows, layout_, "append: k");
+  check_token_rows(v, rows, layout_, "append: v");
 
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_slabs(mem, slots_.pool_pages());
-  const int64_t frame_floats = int64_t{tpf} * layout_.row_floats();
   for (size_t i = 0; i < step_slots_.size(); ++i) {
     const int32_t slot = step_slots_[i];
-    const int64_t at = static_cast<int64_t>(i) * frame_floats;
-    slab_of(mem, slot).write(first_token(slot), k.f32() + at, v.f32() + at, tpf);
+    write_token_rows(slab_of(mem, slot), first_token(slot), k, v, static_cast<int64_t>(i) * tpf, tpf);
   }
 
   if (steps_.store()) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -121,6 +122,38 @@ void KvRowBlock::write(int64_t slot, const float* k, const float* v, int64_t cou
   }
 }
 
+void KvRowBlock::write(int64_t slot, const uint16_t* k, const uint16_t* v, int64_t count) {
+  LB_ASSERT(slot >= 0 && count >= 0 && slot + count <= capacity_);
+  const int64_t row = int64_t{num_heads_} * head_dim_;
+  if (element_ == KvElement::Bf16) {
+    parallel_copy(k_elems(slot), k, static_cast<size_t>(count * row_bytes_));
+    parallel_copy(v_elems(slot), v, static_cast<size_t>(count * row_bytes_));
+    return;
+  }
+  // One item per token row of K or V, widened on the way (into the block for
+  // float32, through one row of scratch per thread for fp8).
+#pragma omp parallel if (count >= kMinParallelRows)
+  {
+    std::vector<float> widened(element_ == KvElement::Fp8 ? static_cast<size_t>(row) : 0);
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < 2 * count; ++item) {
+      const bool is_v = item >= count;
+      const int64_t t = is_v ? item - count : item;
+      const uint16_t* src = (is_v ? v : k) + t * row;
+      std::byte* dst = is_v ? v_elems(slot + t) : k_elems(slot + t);
+      float* out = element_ == KvElement::F32 ? reinterpret_cast<float*>(dst) : widened.data();
+      for (int64_t c = 0; c < row; ++c) out[c] = bf16_to_f32(src[c]);
+      if (element_ == KvElement::Fp8) {
+        float* scales = is_v ? v_scales(slot + t) : k_scales(slot + t);
+        for (int h = 0; h < num_heads_; ++h) {
+          scales[h] = kv::quantise_e4m3(out + int64_t{h} * head_dim_, head_dim_,
+                                        reinterpret_cast<uint8_t*>(dst) + int64_t{h} * head_dim_);
+        }
+      }
+    }
+  }
+}
+
 void KvRowBlock::copy(const KvRowBlock& src, int64_t src_slot, int64_t slot, int64_t count) {
   LB_ASSERT(src.element_ == element_ && src.num_heads_ == num_heads_ && src.head_dim_ == head_dim_);
   LB_ASSERT(src_slot >= 0 && slot >= 0 && src_slot + count <= src.capacity_ && slot + count <= capacity_);
@@ -142,6 +175,26 @@ KvSpan KvRowBlock::span(int64_t slot, int64_t count) const {
     s.v_scale = v_scales(slot);
   }
   return s;
+}
+
+void check_token_rows(const Tensor& t, int64_t rows, const kv::TokenLayout& layout, std::string_view what) {
+  LB_CHECK(t.defined(), "kv cache: {} is an undefined tensor", what);
+  LB_CHECK(t.device() == Device::CPU, "kv cache: {} must be on the cpu, got {}", what, t.describe());
+  LB_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, "kv cache: {} must be float32 or bfloat16, got {}",
+           what, t.describe());
+  LB_CHECK(t.ndim() == 3 && t.dim(0) == rows && t.dim(1) == layout.num_heads && t.dim(2) == layout.head_dim,
+           "kv cache: {} must be [{}, {}, {}], got {}", what, rows, layout.num_heads, layout.head_dim, t.describe());
+}
+
+void write_token_rows(KvRowBlock& block, int64_t slot, const Tensor& k, const Tensor& v, int64_t first,
+                      int64_t count) {
+  LB_CHECK(k.dtype() == v.dtype(), "kv cache: append: k is {} but v is {}", k.describe(), v.describe());
+  const int64_t at = first * k.dim(1) * k.dim(2);
+  if (k.dtype() == DType::BF16) {
+    block.write(slot, k.data_as<const uint16_t>() + at, v.data_as<const uint16_t>() + at, count);
+  } else {
+    block.write(slot, k.f32() + at, v.f32() + at, count);
+  }
 }
 
 }  // namespace lingbot::cpu

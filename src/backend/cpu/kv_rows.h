@@ -22,6 +22,7 @@
 #include "kv/kv_cache.h"
 
 #include <cstdint>
+#include <string_view>
 
 namespace lingbot::cpu {
 
@@ -36,6 +37,10 @@ class KvRowBlock {
   // Encodes rows [0, count) of k and v (float32 [count][num_heads][head_dim])
   // into slots [slot, slot + count); in parallel for large writes.
   void write(int64_t slot, const float* k, const float* v, int64_t count);
+  // The same from bfloat16 rows (the bf16 mode's keys): stored as they are
+  // in a bf16 block, and as their float32 values (exactly) in the others, so
+  // a block holds what write() of the widened rows would give.
+  void write(int64_t slot, const uint16_t* k, const uint16_t* v, int64_t count);
   // Copies slots as stored (codes and scales, no re-rounding) from another
   // block of the same format; the ranges must not overlap.
   void copy(const KvRowBlock& src, int64_t src_slot, int64_t slot, int64_t count);
@@ -71,5 +76,14 @@ class KvRowBlock {
   int64_t scales_offset_;  // bytes from the start to the K scales
   Tensor memory_;          // uint8
 };
+
+// What the CPU stores' append() takes: k or v as [rows][num_heads][head_dim]
+// on the CPU, float32 or (the bf16 mode's) bfloat16; throws lingbot::Error
+// naming `what` otherwise.
+void check_token_rows(const Tensor& t, int64_t rows, const kv::TokenLayout& layout, std::string_view what);
+// Rows [first, first + count) of such k and v (the same dtype) into block
+// slots [slot, slot + count).
+void write_token_rows(KvRowBlock& block, int64_t slot, const Tensor& k, const Tensor& v, int64_t first,
+                      int64_t count);
 
 }  // namespace lingbot::cpu

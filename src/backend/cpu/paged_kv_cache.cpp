@@ -60,16 +60,15 @@ void PagedKvCache::append(int block, const Tensor& k, const Tensor& v) {
   steps_.check_append(block);
   const kv::StepPlan& plan = planner_.plan();
   const int64_t rows = int64_t{plan.num_frames} * layout_.tokens_per_frame();
-  kv::check_token_tensor(k, rows, layout_, "append: k");
-  kv::check_token_tensor(v, rows, layout_, "append: v");
+  check_token_rows(k, rows, layout_, "append: k");
+  check_token_rows(v, rows, layout_, "append: v");
 
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_pages(mem, plan.pool_pages);
-  const int64_t row = layout_.row_floats();
   for (const kv::RowWrite& w : plan.writes) fault_in(mem, w.page);
   for (const kv::SlotCopy& c : plan.copies) fault_in(mem, c.dst_page);
   for (const kv::RowWrite& w : plan.writes) {
-    chunk_of(mem, w.page).write(first_slot(w.page) + w.slot, k.f32() + w.src_row * row, v.f32() + w.src_row * row, w.count);
+    write_token_rows(chunk_of(mem, w.page), first_slot(w.page) + w.slot, k, v, w.src_row, w.count);
   }
   for (const kv::SlotCopy& c : plan.copies) {
     chunk_of(mem, c.dst_page).copy(chunk_of(mem, c.src_page), first_slot(c.src_page) + c.src_slot, first_slot(c.dst_page) + c.dst_slot,
