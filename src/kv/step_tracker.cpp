@@ -59,10 +59,16 @@ void StepTracker::reset() {
   frames_seen_ = 0;
 }
 
-void check_token_tensor(const Tensor& t, int64_t rows, const TokenLayout& layout, std::string_view what) {
+void check_token_tensor(const Tensor& t, int64_t rows, const TokenLayout& layout, std::string_view what,
+                        bool or_bf16) {
   LB_CHECK(t.defined(), "kv cache: {} is an undefined tensor", what);
   LB_CHECK(t.device() == Device::CPU, "kv cache: {} must be on the cpu, got {}", what, t.describe());
-  LB_CHECK(t.dtype() == DType::F32, "kv cache: {} must be float32, got {}", what, t.describe());
+  if (or_bf16) {
+    LB_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, "kv cache: {} must be float32 or bfloat16, got {}",
+             what, t.describe());
+  } else {
+    LB_CHECK(t.dtype() == DType::F32, "kv cache: {} must be float32, got {}", what, t.describe());
+  }
   LB_CHECK(t.ndim() == 3 && t.dim(0) == rows && t.dim(1) == layout.num_heads && t.dim(2) == layout.head_dim,
            "kv cache: {} must be [{}, {}, {}], got {}", what, rows, layout.num_heads, layout.head_dim,
            t.describe());

@@ -44,7 +44,9 @@ class StepTracker {
   int64_t frames_seen_ = 0;
 };
 
-// Throws unless `t` is a float32 CPU tensor of shape [rows, num_heads, head_dim].
-void check_token_tensor(const Tensor& t, int64_t rows, const TokenLayout& layout, std::string_view what);
+// Throws unless `t` is a float32 CPU tensor of shape [rows, num_heads, head_dim]
+// (float32 or bfloat16 with or_bf16: what the CPU stores' append() takes).
+void check_token_tensor(const Tensor& t, int64_t rows, const TokenLayout& layout, std::string_view what,
+                        bool or_bf16 = false);
 
 }  // namespace lingbot::kv

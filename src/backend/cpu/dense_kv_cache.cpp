@@ -85,8 +85,7 @@ void DenseKvCache::append(int block, const Tensor& k, const Tensor& v) {
   steps_.check_append(block);
   const int tpf = layout_.tokens_per_frame();
   const int64_t rows = int64_t{steps_.num_frames()} * tpf;
-  check_token_rows(k, rows, layout_, "append: k");
-  check_token_rows(v, rows, layout_, "append: v");
+  check_appended_rows(k, v, rows, layout_);
 
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_slabs(mem, slots_.pool_pages());

@@ -4,6 +4,7 @@
 #include "core/half.h"
 #include "core/memory_pages.h"
 #include "kv/fp8_e4m3.h"
+#include "kv/step_tracker.h"
 
 #include <cstring>
 #include <utility>
@@ -177,18 +178,14 @@ KvSpan KvRowBlock::span(int64_t slot, int64_t count) const {
   return s;
 }
 
-void check_token_rows(const Tensor& t, int64_t rows, const kv::TokenLayout& layout, std::string_view what) {
-  LB_CHECK(t.defined(), "kv cache: {} is an undefined tensor", what);
-  LB_CHECK(t.device() == Device::CPU, "kv cache: {} must be on the cpu, got {}", what, t.describe());
-  LB_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, "kv cache: {} must be float32 or bfloat16, got {}",
-           what, t.describe());
-  LB_CHECK(t.ndim() == 3 && t.dim(0) == rows && t.dim(1) == layout.num_heads && t.dim(2) == layout.head_dim,
-           "kv cache: {} must be [{}, {}, {}], got {}", what, rows, layout.num_heads, layout.head_dim, t.describe());
+void check_appended_rows(const Tensor& k, const Tensor& v, int64_t rows, const kv::TokenLayout& layout) {
+  kv::check_token_tensor(k, rows, layout, "append: k", /*or_bf16=*/true);
+  kv::check_token_tensor(v, rows, layout, "append: v", /*or_bf16=*/true);
+  LB_CHECK(k.dtype() == v.dtype(), "kv cache: append: k is {} but v is {}", k.describe(), v.describe());
 }
 
 void write_token_rows(KvRowBlock& block, int64_t slot, const Tensor& k, const Tensor& v, int64_t first,
                       int64_t count) {
-  LB_CHECK(k.dtype() == v.dtype(), "kv cache: append: k is {} but v is {}", k.describe(), v.describe());
   const int64_t at = first * k.dim(1) * k.dim(2);
   if (k.dtype() == DType::BF16) {
     block.write(slot, k.data_as<const uint16_t>() + at, v.data_as<const uint16_t>() + at, count);

@@ -77,12 +77,11 @@ class KvRowBlock {
   Tensor memory_;          // uint8
 };
 
-// What the CPU stores' append() takes: k or v as [rows][num_heads][head_dim]
-// on the CPU, float32 or (the bf16 mode's) bfloat16; throws lingbot::Error
-// naming `what` otherwise.
-void check_token_rows(const Tensor& t, int64_t rows, const kv::TokenLayout& layout, std::string_view what);
-// Rows [first, first + count) of such k and v (the same dtype) into block
-// slots [slot, slot + count).
+// What the CPU stores' append() takes: k and v as [rows][num_heads][head_dim]
+// on the CPU, both float32 or both (the bf16 mode's) bfloat16; throws
+// lingbot::Error otherwise.
+void check_appended_rows(const Tensor& k, const Tensor& v, int64_t rows, const kv::TokenLayout& layout);
+// Rows [first, first + count) of such k and v into block slots [slot, slot + count).
 void write_token_rows(KvRowBlock& block, int64_t slot, const Tensor& k, const Tensor& v, int64_t first,
                       int64_t count);
 

@@ -60,8 +60,7 @@ void PagedKvCache::append(int block, const Tensor& k, const Tensor& v) {
   steps_.check_append(block);
   const kv::StepPlan& plan = planner_.plan();
   const int64_t rows = int64_t{plan.num_frames} * layout_.tokens_per_frame();
-  check_token_rows(k, rows, layout_, "append: k");
-  check_token_rows(v, rows, layout_, "append: v");
+  check_appended_rows(k, v, rows, layout_);
 
   BlockMemory& mem = blocks_[static_cast<size_t>(block)];
   ensure_pages(mem, plan.pool_pages);
