@@ -9,6 +9,10 @@ optional:
   --reference-out FILE     upstream fp32 outputs (npz) for those frames,
                            computed on the GPU with TF32 off
   --cpu-timing FILE        upstream on the CPU: phase 1 and per-frame times
+  --cpu-depth-from N       with --cpu-timing: streamed frames before frame N
+                           skip the depth head (stateless, so frame N and
+                           later take the same time), so that a run to the
+                           full window fits one device call
   --gpu-timing FILE        upstream bf16 on the GPU (SDPA, eager), as gct_profile.py
 """
 
@@ -38,8 +42,13 @@ def make_frames(src_dir, n, h, w, out_dir):
 
 
 @torch.no_grad()
-def stream(model, images, num_scale, dtype=None, device="cuda", timing=None):
-    """GCTStream.inference_streaming, step by step, optionally timed."""
+def stream(model, images, num_scale, dtype=None, device="cuda", timing=None, depth_from=0):
+    """GCTStream.inference_streaming, step by step, optionally timed.
+
+    Streamed frames before depth_from run without the depth head: it keeps no
+    state between frames, so the frames from depth_from on do the same work
+    as in a full run (the aggregator's and camera head's caches are filled
+    the same way)."""
     model.clean_kv_cache()
     x = images[None].to(device)
     S = x.shape[1]
@@ -59,14 +68,18 @@ def stream(model, images, num_scale, dtype=None, device="cuda", timing=None):
         times.append(time.perf_counter() - t0)
         if timing is not None:  # each step as it ends: a run cut short still tells how far it got
             print(f"step: phase 1 {times[-1] * 1e3:.1f} ms", flush=True)
+        depth_head = model.depth_head
         for i in range(s, S):
+            model.depth_head = depth_head if i >= depth_from else None
             t0 = time.perf_counter()
             outs.append(model.forward(x[:, i:i + 1], num_frame_for_scale=s, num_frame_per_block=1,
                                       causal_inference=True))
             sync()
             times.append(time.perf_counter() - t0)
             if timing is not None:
-                print(f"step: frame {i} {times[-1] * 1e3:.1f} ms", flush=True)
+                print(f"step: frame {i} {times[-1] * 1e3:.1f} ms"
+                      f"{'' if i >= depth_from else ' (no depth head)'}", flush=True)
+        model.depth_head = depth_head
     if timing is not None:
         timing["phase1_ms"] = times[0] * 1e3
         timing["frame_ms"] = [t * 1e3 for t in times[1:]]
@@ -88,6 +101,7 @@ def main():
     ap.add_argument("--reference-out")
     ap.add_argument("--cpu-timing")
     ap.add_argument("--cpu-threads", type=int, default=16)
+    ap.add_argument("--cpu-depth-from", type=int, default=0)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -129,8 +143,8 @@ def main():
     if args.cpu_timing:
         torch.set_num_threads(args.cpu_threads)
         timing = {"threads": args.cpu_threads, "frames": args.frames, "height": args.height,
-                  "width": args.width}
-        stream(model, images, args.num_scale, device="cpu", timing=timing)
+                  "width": args.width, "depth_head_from_frame": args.cpu_depth_from}
+        stream(model, images, args.num_scale, device="cpu", timing=timing, depth_from=args.cpu_depth_from)
         timing["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         with open(args.cpu_timing, "w") as f:
             json.dump(timing, f, indent=1)
