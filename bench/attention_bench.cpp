@@ -13,11 +13,14 @@
 //     AVX-512 (1) build of the tiled kernel.
 //   BM_Attention{Tiled,Rows,Naive}Small/<threads>: 128 queries x 8 frames of keys
 //     (7,824), where the naive double-precision reference still runs in seconds.
-//   BM_AttentionBf16FullWindow/<threads>/<kernel>/<tile>, BM_AttentionBf16Self/<threads>/<kernel>/<tile>:
+//   BM_AttentionBf16FullWindow/<threads>/<kernel>/<tile>/<splits>,
+//   BM_AttentionBf16Self/<threads>/<kernel>/<tile>:
 //     the bf16 mode's attention (attention_bf16.h; kernel 0 oneDNN's products,
-//     1 AMX tiles; at most <tile> queries per work item) on the same problems,
-//     keys and values stored as bfloat16 (as the bf16 mode's KV store keeps
-//     them and its self-attention passes a block's own k and v).
+//     1 AMX tiles; at most <tile> queries per work item; the keys cut into
+//     <splits> ranges; 0 for either: as the model chooses, which for the full
+//     window is 4 ranges and 512-row tiles) on the same problems, keys and
+//     values stored as bfloat16 (as the bf16 mode's KV store keeps them and
+//     its self-attention passes a block's own k and v).
 #include "backend/cpu/attention.h"
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_convert.h"
@@ -109,7 +112,7 @@ Bf16Problem with_bf16_keys(Problem p) {
   return b;
 }
 
-void run_bf16(benchmark::State& state, Problem& p) {
+void run_bf16(benchmark::State& state, Problem& p, int splits) {
   const auto kernel = state.range(1) == 0 ? detail::Bf16Kernel::Onednn : detail::Bf16Kernel::Amx;
   if (!detail::bf16_kernel_available(kernel, kHeadDim)) {
     state.SkipWithError("this CPU or build lacks that kernel");
@@ -117,7 +120,8 @@ void run_bf16(benchmark::State& state, Problem& p) {
   }
   const int tile_rows = static_cast<int>(state.range(2));
   time_attention(state, p, static_cast<int>(state.range(0)), [&](float scale) {
-    detail::attention_bf16_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data(), tile_rows);
+    detail::attention_bf16_with(kernel, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data(), tile_rows,
+                                splits);
   });
 }
 
@@ -166,11 +170,11 @@ void BM_AttentionNaiveSmall(benchmark::State& state) {
 
 void BM_AttentionBf16FullWindow(benchmark::State& state) {
   static Bf16Problem b = with_bf16_keys(make_problem(kTokensPerFrame, 72));
-  run_bf16(state, b.p);
+  run_bf16(state, b.p, static_cast<int>(state.range(3)));
 }
 void BM_AttentionBf16Self(benchmark::State& state) {
   static Bf16Problem b = with_bf16_keys(make_self(kTokensPerFrame));
-  run_bf16(state, b.p);
+  run_bf16(state, b.p, 0);
 }
 
 // Few queries (the camera head, a non-tiled shape): args = nq, kernel (0 tiled, 1 rows), 1 thread.
@@ -193,12 +197,12 @@ BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark:
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionRowsSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionBf16FullWindow)
-    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}, {detail::kBf16MaxQueryTile, 256, 128}})
+    ->ArgsProduct({{1, 2, 4, 8, 16}, {0, 1}, {0, detail::kBf16MaxQueryTile, 256, 128}, {0, 1, 2, 4}})
     ->Unit(benchmark::kSecond)
     ->UseRealTime()
     ->Iterations(1);
 BENCHMARK(BM_AttentionBf16Self)
-    ->ArgsProduct({{1, 2, 16}, {0, 1}, {detail::kBf16MaxQueryTile, 256, 128}})
+    ->ArgsProduct({{1, 2, 16}, {0, 1}, {0, detail::kBf16MaxQueryTile, 256, 128}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_AttentionNaiveSmall)->Arg(1)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);

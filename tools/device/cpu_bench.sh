@@ -46,8 +46,10 @@
 #                6 frames: phase 1 and the streamed frames (use SCALE=2)
 #   attention-bf16  the bf16 mode's attention kernels (oneDNN's products, AMX
 #                tiles): their tests (backend_cpu_tests AttentionBf16*) and
-#                bench/attention_bench's full window and self-attention at 1 and
-#                THREADS threads; builds both (about 1 minute after the build)
+#                bench/attention_bench's full window (query tiles and key
+#                splits) and self-attention at THREADS threads, medians of 5
+#                (ATTENTION_FILTER: a regex of benchmark names); builds both
+#                (about 1 minute after the build)
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -218,10 +220,15 @@ for part in "$@"; do
       timeout 120 /tmp/build-cpu/bin/backend_cpu_tests --gtest_filter='*AttentionBf16*' > "$W/attention_bf16_tests.txt" 2>&1
       note "tests (rc=$?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$W/attention_bf16_tests.txt" | tr '\n' ' ')"
       grep -E '^\[  FAILED|Failure|Expected|Which is|worst' "$W/attention_bf16_tests.txt" | head -20 | tee -a "$S"
+      # At THREADS, each kernel: the full window with the tile and key splits
+      # chosen as the model does (0) or fixed at 512 rows and one range, and
+      # a frame's self-attention with the tile chosen or 512 rows; medians of
+      # 5 runs, interleaved.
       timeout 200 /tmp/build-cpu/bin/attention_bench \
-        --benchmark_filter="BM_AttentionBf16(FullWindow|Self)/(1|$T)/|BM_AttentionFullWindow/$T/" \
+        --benchmark_filter="${ATTENTION_FILTER:-BM_AttentionBf16FullWindow/$T/(0|1)/(0|512)/(0|1)/|BM_AttentionBf16Self/$T/(0|1)/(0|512)/|BM_AttentionFullWindow/$T/}" \
+        --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
         > "$W/attention_bf16_bench.txt" 2>&1
-      grep -E '^BM_' "$W/attention_bf16_bench.txt" | awk '{print $1, $2, $3, $NF}' | tee -a "$S"
+      grep -E '^BM_.*median' "$W/attention_bf16_bench.txt" | awk '{print $1, $2, $3, $NF}' | tee -a "$S"
       keep
       ;;
     gemm)

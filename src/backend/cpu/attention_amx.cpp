@@ -34,6 +34,7 @@
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
+#include <math.h>  // log2f: libm's, as the softmax step's exp2f
 
 #include <cstring>
 
@@ -218,7 +219,7 @@ class BlockPipeline {
 }  // namespace
 
 void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads, int D,
-                        float c, float* out, int h, int64_t i0, int tile, const AmxScratch& w) {
+                        float c, const Bf16ItemTarget& item, int h, int64_t i0, int tile, const AmxScratch& w) {
   const int rows = static_cast<int>(nq - i0 < tile ? nq - i0 : tile);
   const int64_t row = int64_t{num_heads} * D;
   const int ksteps = D / 32;  // 32 dims per product step
@@ -229,7 +230,7 @@ void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t 
     w.m[r] = -__builtin_inff();
     w.l[r] = 0.f;
   }
-  tiled::KeyStream keys(spans, count, num_heads, D, h);
+  tiled::KeyStream keys(spans, count, num_heads, D, h, item.first_key, item.key_count);
   for (;;) {
     const int n = keys.next_block_bf16(kBf16KeyBlock, w.k, w.v, w.row);
     if (n == 0) break;
@@ -248,8 +249,9 @@ void amx_attention_item(const float* q, int64_t nq, const KvSpan* spans, size_t 
   for (int r = 0; r < rows; ++r) {
     const __m512 inv = _mm512_set1_ps(1.f / w.l[r]);  // l >= 1: the row's maximum contributes 2^0
     const float* orow = w.o + int64_t{r} * D;
-    float* dst = out + (i0 + r) * row + int64_t{h} * D;
+    float* dst = item.out + (i0 + r) * row + int64_t{h} * D;
     for (int d = 0; d < D; d += 16) _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(orow + d), inv));
+    if (item.lse != nullptr) item.lse[(i0 + r) * num_heads + h] = w.m[r] + ::log2f(w.l[r]);
   }
 }
 
@@ -261,8 +263,8 @@ namespace lingbot::cpu::detail {
 bool amx_attention_built() { return false; }
 void amx_begin_tiles() {}
 void amx_end_tiles() {}
-void amx_attention_item(const float*, int64_t, const KvSpan*, size_t, int, int, float, float*, int, int64_t, int,
-                        const AmxScratch&) {}
+void amx_attention_item(const float*, int64_t, const KvSpan*, size_t, int, int, float, const Bf16ItemTarget&, int,
+                        int64_t, int, const AmxScratch&) {}
 }  // namespace lingbot::cpu::detail
 
 #endif

@@ -116,8 +116,8 @@ std::vector<std::unique_ptr<Lane>>& lanes_of_this_thread() {
 }
 
 // Queries split into equal tiles of at most max_rows rows (a frame's 978
-// into two of 489), each padded to `step`. The split does not depend on the
-// thread count, so neither do the results.
+// into two of 489), each padded to `step`. A query's result is the same in
+// any tile.
 int query_tile_rows(int64_t nq, int step, int max_rows) {
   const int64_t tiles = (nq + max_rows - 1) / max_rows;
   const int64_t rows = (nq + tiles - 1) / tiles;
@@ -152,9 +152,10 @@ void softmax_step(const float* s, int rows, int n, int ld, float c, float* m, fl
   step(s, rows, n, ld, c, m, l, o, head_dim, p);
 }
 
-// One work item: head h, queries [i0, i0 + rows) of nq, padded to `tile`.
+// One work item: head h, queries [i0, i0 + rows) of nq, padded to `tile`,
+// against the keys and into the target of `item`.
 void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
-              int D, float c, float* out, int h, int64_t i0, int tile) {
+              int D, float c, const detail::Bf16ItemTarget& item, int h, int64_t i0, int tile) {
   const int rows = static_cast<int>(std::min<int64_t>(tile, nq - i0));
   const int64_t row = int64_t{num_heads} * D;
   detail::bf16_round_rows_avx512(q + i0 * row + int64_t{h} * D, row, rows, D, lane.q.get(), D);
@@ -166,7 +167,7 @@ void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan
   memory mp(pr.p, lane.engine, lane.p.get()), mv(pr.v, lane.engine, lane.v.get()), mo(pr.o, lane.engine, lane.o.get());
   const std::unordered_map<int, memory> scores_args{{DNNL_ARG_SRC, mq}, {DNNL_ARG_WEIGHTS, mk}, {DNNL_ARG_DST, ms}};
   const std::unordered_map<int, memory> values_args{{DNNL_ARG_SRC, mp}, {DNNL_ARG_WEIGHTS, mv}, {DNNL_ARG_DST, mo}};
-  tiled::KeyStream keys(spans, count, num_heads, D, h);
+  tiled::KeyStream keys(spans, count, num_heads, D, h, item.first_key, item.key_count);
   for (;;) {
     const int n = keys.next_block_bf16(kKeyBlock, lane.k.get(), lane.v.get(), lane.row.get());
     if (n == 0) break;
@@ -182,9 +183,19 @@ void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan
   for (int r = 0; r < rows; ++r) {
     const float inv = 1.f / lane.l[r];  // l >= 1: the row's maximum contributes 2^0
     const float* orow = lane.o.get() + int64_t{r} * D;
-    float* dst = out + (i0 + r) * row + int64_t{h} * D;
+    float* dst = item.out + (i0 + r) * row + int64_t{h} * D;
     for (int d = 0; d < D; ++d) dst[d] = orow[d] * inv;
+    if (item.lse != nullptr) item.lse[(i0 + r) * num_heads + h] = lane.m[r] + std::log2(lane.l[r]);
   }
+}
+
+// Each calling thread's buffers for key splits' partial rows and lse.
+struct SplitBuffers {
+  std::vector<float> parts, lse;
+};
+SplitBuffers& split_buffers_of_this_thread() {
+  thread_local SplitBuffers buffers;
+  return buffers;
 }
 
 }  // namespace
@@ -224,12 +235,61 @@ const char* bf16_attention_kernel_name() {
   return bf16_kernel_available(Bf16Kernel::Amx, 64) ? "AMX tiles" : "oneDNN matmul";
 }
 
+// out = sum_s w_s o_s / sum_s w_s with w_s = 2^(lse_s - max lse): the
+// softmax over all keys (every split has keys, so every lse is finite).
+void combine_bf16_key_splits(const float* parts, const float* lse, int splits, int64_t nq, int num_heads, int D,
+                             float* out) {
+  const int64_t row = int64_t{num_heads} * D;
+  const int64_t part_stride = nq * row;
+  const int64_t lse_stride = nq * num_heads;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < nq; ++i) {
+    for (int h = 0; h < num_heads; ++h) {
+      float top = -std::numeric_limits<float>::infinity();
+      for (int s = 0; s < splits; ++s) top = std::max(top, lse[s * lse_stride + i * num_heads + h]);
+      float weight[kBf16MaxKeySplits];
+      float total = 0.f;
+      for (int s = 0; s < splits; ++s) {
+        weight[s] = std::exp2(lse[s * lse_stride + i * num_heads + h] - top);
+        total += weight[s];
+      }
+      float* dst = out + i * row + int64_t{h} * D;
+      for (int d = 0; d < D; ++d) {
+        float sum = 0.f;
+        for (int s = 0; s < splits; ++s) sum += weight[s] * parts[s * part_stride + i * row + int64_t{h} * D + d];
+        dst[d] = sum / total;
+      }
+    }
+  }
+}
+
+int bf16_key_splits(int64_t nq, int64_t num_keys, int num_heads) {
+  const int64_t pairs = (nq + kBf16MaxQueryTile - 1) / kBf16MaxQueryTile * num_heads;
+  if (pairs == 0 || pairs >= kBf16MinWorkItems) return 1;
+  const int64_t wanted = (kBf16MinWorkItems + pairs - 1) / pairs;
+  const int64_t affordable = num_keys / kBf16MinSplitKeys;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({wanted, affordable, kBf16MaxKeySplits})));
+}
+
+int bf16_query_tile(int64_t nq, int num_heads, int key_splits, int threads, int step) {
+  int bound = kBf16MaxQueryTile;
+  auto items = [&](int rows) {
+    const int tile = query_tile_rows(nq, step, rows);
+    return (nq + tile - 1) / tile * num_heads * key_splits;
+  };
+  while (bound > kBf16MinQueryTile && items(bound) < int64_t{kBf16ItemsPerThread} * threads) bound /= 2;
+  return query_tile_rows(nq, step, bound);
+}
+
 void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
-                         int head_dim, float scale, float* out, int max_tile_rows) {
+                         int head_dim, float scale, float* out, int max_tile_rows, int key_splits) {
   check_arguments(q, nq, kv, num_heads, head_dim, out);
-  LB_CHECK(max_tile_rows >= kAmxRowStep && max_tile_rows <= kMaxQueryTile && max_tile_rows % kAmxRowStep == 0,
-           "attention (bf16): max_tile_rows {} is not a multiple of {} up to {}", max_tile_rows, kAmxRowStep,
+  LB_CHECK(max_tile_rows == 0 || (max_tile_rows >= kAmxRowStep && max_tile_rows <= kMaxQueryTile &&
+                                  max_tile_rows % kAmxRowStep == 0),
+           "attention (bf16): max_tile_rows {} is not 0 or a multiple of {} up to {}", max_tile_rows, kAmxRowStep,
            kMaxQueryTile);
+  LB_CHECK(key_splits >= 0 && key_splits <= kBf16MaxKeySplits, "attention (bf16): key_splits {} is not 0 to {}",
+           key_splits, kBf16MaxKeySplits);
   if (kernel == Bf16Kernel::Auto) {
     kernel = bf16_kernel_available(Bf16Kernel::Amx, head_dim) ? Bf16Kernel::Amx : Bf16Kernel::Onednn;
   }
@@ -243,13 +303,41 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     LB_CHECK(bf16_kernel_available(kernel, head_dim), "attention (bf16): needs AVX-512 and oneDNN bf16 matmul on this CPU");
   }
   if (nq == 0) return;
-  if (total_keys(kv) == 0) {
+  const int64_t num_keys = total_keys(kv);
+  if (num_keys == 0) {
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
     return;
   }
-  const int tile = query_tile_rows(nq, amx ? kAmxRowStep : kRowStep, max_tile_rows);
+  // Key splits cut at key blocks, each with at least one key.
+  const int64_t blocks = (num_keys + kKeyBlock - 1) / kKeyBlock;
+  const int64_t asked = key_splits > 0 ? key_splits : bf16_key_splits(nq, num_keys, num_heads);
+  const int64_t split_keys = (blocks + std::min(asked, blocks) - 1) / std::min(asked, blocks) * kKeyBlock;
+  const int splits = static_cast<int>((num_keys + split_keys - 1) / split_keys);
+  const int step = amx ? kAmxRowStep : kRowStep;
+  const int tile = max_tile_rows > 0 ? query_tile_rows(nq, step, max_tile_rows)
+                                     : bf16_query_tile(nq, num_heads, splits, omp_get_max_threads(), step);
   const int64_t tiles = (nq + tile - 1) / tile;
-  const int64_t items = tiles * num_heads;
+  const int64_t items = tiles * num_heads * splits;
+  float* parts = nullptr;
+  float* lse = nullptr;
+  if (splits > 1) {
+    SplitBuffers& buffers = split_buffers_of_this_thread();
+    buffers.parts.resize(static_cast<size_t>(splits * nq * num_heads * head_dim));
+    buffers.lse.resize(static_cast<size_t>(splits * nq * num_heads));
+    parts = buffers.parts.data();
+    lse = buffers.lse.data();
+  }
+  // Item i: split i % splits of (head, query tile) i / splits, so a pair's
+  // splits are handed out together.
+  auto target = [&](int64_t item) {
+    const int64_t s = item % splits;
+    detail::Bf16ItemTarget t;
+    t.first_key = s * split_keys;
+    t.key_count = std::min(split_keys, num_keys - t.first_key);
+    t.out = splits > 1 ? parts + s * nq * num_heads * head_dim : out;
+    t.lse = splits > 1 ? lse + s * nq * num_heads : nullptr;
+    return t;
+  };
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));
   // Lanes, buffers and primitives are made here: nothing may throw inside
   // the parallel region.
@@ -276,15 +364,17 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
       if (failed.load(std::memory_order_relaxed)) continue;
-      const int h = static_cast<int>(item / tiles);
-      const int64_t i0 = (item % tiles) * tile;
+      const int64_t pair = item / splits;
+      const int h = static_cast<int>(pair / tiles);
+      const int64_t i0 = (pair % tiles) * tile;
+      const detail::Bf16ItemTarget where = target(item);
       if (amx) {
-        amx_attention_item(q, nq, kv.data(), kv.size(), num_heads, head_dim, c, out, h, i0, tile, lane.amx());
+        amx_attention_item(q, nq, kv.data(), kv.size(), num_heads, head_dim, c, where, h, i0, tile, lane.amx());
         continue;
       }
       try {
-        run_item(lane, *products[static_cast<size_t>(t)], q, nq, kv.data(), kv.size(), num_heads, head_dim, c, out, h,
-                 i0, tile);
+        run_item(lane, *products[static_cast<size_t>(t)], q, nq, kv.data(), kv.size(), num_heads, head_dim, c, where,
+                 h, i0, tile);
       } catch (const dnnl::error& e) {
 #pragma omp critical(lingbot_attention_bf16_failure)
         {
@@ -295,6 +385,7 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     if (amx) amx_end_tiles();
   }
   if (failed) fail("attention (bf16): oneDNN failed ({})", failure);
+  if (splits > 1) combine_bf16_key_splits(parts, lse, splits, nq, num_heads, head_dim, out);
 }
 
 }  // namespace detail

@@ -99,11 +99,19 @@ inline uint16_t bf16_bits_of(float x) {
 
 // Walks the keys of all spans in order, handing out one head's K/V slices
 // as float32 (dequantised from the span's stored element type), or as
-// bfloat16 for the bf16 attention.
+// bfloat16 for the bf16 attention. A stream may cover only the keys
+// [first, first + limit) of the spans taken together (a key split).
 class KeyStream {
  public:
-  KeyStream(const KvSpan* spans, size_t count, int num_heads, int head_dim, int head)
-      : spans_(spans), count_(count), num_heads_(num_heads), head_dim_(head_dim), head_(head) {}
+  KeyStream(const KvSpan* spans, size_t count, int num_heads, int head_dim, int head, int64_t first = 0,
+            int64_t limit = std::numeric_limits<int64_t>::max())
+      : spans_(spans), count_(count), num_heads_(num_heads), head_dim_(head_dim), head_(head), left_(limit) {
+    while (span_ < count_ && first >= spans_[span_].tokens) {
+      first -= spans_[span_].tokens;
+      ++span_;
+    }
+    token_ = first;
+  }
 
   // Copies the head slices of up to `max` next keys into kb, vb ([n][head_dim]).
   int next_block(int max, int head_dim, float* kb, float* vb) {
@@ -158,7 +166,7 @@ class KeyStream {
     int n = 0;
     const int64_t row = int64_t{num_heads_} * head_dim_;
     const int64_t head_offset = int64_t{head_} * head_dim_;
-    while (n < max && span_ < count_) {
+    while (n < max && left_ > 0 && span_ < count_) {
       const KvSpan& s = spans_[span_];
       if (token_ >= s.tokens) {
         ++span_;
@@ -168,6 +176,7 @@ class KeyStream {
       emit(n, s, token_ * row + head_offset, token_);
       ++token_;
       ++n;
+      --left_;
     }
     return n;
   }
@@ -188,6 +197,7 @@ class KeyStream {
   int head_;
   size_t span_ = 0;
   int64_t token_ = 0;
+  int64_t left_;  // keys still to hand out
 };
 
 // Calls f.template operator()<R>() for R = rows, 1 <= rows <= kMax.

@@ -31,8 +31,8 @@ class AttentionBf16 : public ::testing::TestWithParam<Bf16Kernel> {
     if (!detail::bf16_kernel_available(GetParam(), 64)) GTEST_SKIP() << "this kernel cannot run on this CPU";
   }
   void run(const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int dim, float scale,
-           float* out, int max_tile_rows = detail::kBf16MaxQueryTile) const {
-    detail::attention_bf16_with(GetParam(), q, nq, spans, heads, dim, scale, out, max_tile_rows);
+           float* out, int max_tile_rows = 0, int key_splits = 0) const {
+    detail::attention_bf16_with(GetParam(), q, nq, spans, heads, dim, scale, out, max_tile_rows, key_splits);
   }
   // Case c's outputs from two runs (each given the case and its output),
   // which must be identical.
@@ -61,22 +61,40 @@ TEST_P(AttentionBf16, NoKeysGivesZeros) {
   for (float x : out) ASSERT_EQ(x, 0.f);
 }
 
+// Also where the keys are split (the second case: 2 work items, so its keys
+// are cut in two), as the split count depends on the shapes only.
 TEST_P(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
-  const Case c{600, 4, 64, {900, 200}};
   const int saved = omp_get_max_threads();
-  auto with_threads = [&](int threads) {
-    return [&, threads](const Data& d, float* out) {
-      omp_set_num_threads(threads);
-      run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, out);
-      omp_set_num_threads(saved);
+  for (const Case& c : {Case{600, 4, 64, {900, 200}}, Case{100, 2, 64, {5000, 3300}}}) {
+    auto with_threads = [&](int threads) {
+      return [&, threads](const Data& d, float* out) {
+        omp_set_num_threads(threads);
+        run(d.q.data(), c.nq, d.spans, c.heads, c.dim, 0.125f, out);
+        omp_set_num_threads(saved);
+      };
     };
-  };
-  expect_identical(7, c, with_threads(1), with_threads(std::max(2, saved)));
+    expect_identical(7, c, with_threads(1), with_threads(std::max(2, saved)));
+  }
+  EXPECT_EQ(detail::bf16_key_splits(100, 8300, 2), 2);
+}
+
+// Keys cut into ranges (across spans, at key blocks), each range's rows
+// merged by its log-sum-exp: the softmax over all keys.
+TEST_P(AttentionBf16, KeySplitsMatchTheReferenceWithinPsRounding) {
+  for (int splits : {2, 3, 4}) {
+    SCOPED_TRACE(splits);
+    expect_within_ps_rounding([this, splits](const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads,
+                                             int dim, float scale, float* out) {
+      run(q, nq, spans, heads, dim, scale, out, detail::kBf16MaxQueryTile, splits);
+    });
+  }
+  std::vector<float> q(20 * 64, 1.f), out(q.size());
+  EXPECT_THROW(run(q.data(), 20, {}, 1, 64, 0.125f, out.data(), detail::kBf16MaxQueryTile, 5), lingbot::Error);
 }
 
 // A query's result does not depend on which tile of queries it shares a
-// work item with (how the kernel may split queries: bounds below 512 are
-// what attention_bench compares).
+// work item with: the kernel shortens the tiles for many threads
+// (bf16_query_tile), and attention_bench compares fixed bounds.
 TEST_P(AttentionBf16, ResultsDoNotDependOnTheQueryTile) {
   const Case c{600, 2, 64, {700, 300}};
   auto with_tiles_of = [&](int rows) {
@@ -108,6 +126,29 @@ TEST(AttentionBf16Kernels, AmxAgreesWithOnednn) {
   double worst = 0;
   for (size_t i = 0; i < amx.size(); ++i) worst = std::max(worst, std::fabs(double{amx[i]} - onednn[i]));
   EXPECT_LE(worst, 1e-4 * d.vmax);
+}
+
+// Keys are split only where (512-row tile, head) pairs are fewer than 128
+// and keys plentiful: a frame against a long window, not the frame blocks,
+// the encoder or the scale phase.
+TEST(AttentionBf16Kernels, SplitsKeysWhereWorkItemsAreFew) {
+  EXPECT_EQ(detail::bf16_key_splits(978, 70416, 16), 4);  // a frame, the full window: 32 pairs
+  EXPECT_EQ(detail::bf16_key_splits(978, 10758, 16), 2);  // frame 10: ranges of at least 4,096 keys
+  EXPECT_EQ(detail::bf16_key_splits(978, 6000, 16), 1);
+  EXPECT_EQ(detail::bf16_key_splits(978, 978, 16), 1);    // a frame block
+  EXPECT_EQ(detail::bf16_key_splits(7824, 7824, 16), 1);  // the scale phase: 256 pairs
+  EXPECT_EQ(detail::bf16_key_splits(100, 100000, 1), 4);  // at most 4
+}
+
+// Query tiles of 512 rows, halved down to 128 while the items are fewer
+// than 8 per thread.
+TEST(AttentionBf16Kernels, ShortensQueryTilesForManyThreads) {
+  EXPECT_EQ(detail::bf16_query_tile(978, 16, 1, 2, 32), 512);     // 2 x 16 items for 2 threads
+  EXPECT_EQ(detail::bf16_query_tile(978, 16, 1, 8, 32), 256);     // 4 x 16 for 8
+  EXPECT_EQ(detail::bf16_query_tile(978, 16, 1, 16, 32), 128);    // 8 x 16 for 16
+  EXPECT_EQ(detail::bf16_query_tile(978, 16, 1, 64, 32), 128);    // no shorter
+  EXPECT_EQ(detail::bf16_query_tile(978, 16, 4, 16, 32), 512);    // the full window's 4 key splits: 128 items
+  EXPECT_EQ(detail::bf16_query_tile(7824, 16, 1, 16, 16), 496);   // the scale phase: 16 tiles of 489 -> 496
 }
 
 TEST(AttentionBf16Kernels, AutoNamesItsKernel) {

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 using namespace lingbot::cpu;
@@ -19,10 +20,11 @@ using namespace lingbot::cpu::bf16_attention_cases;
 
 namespace {
 
-// Every (head, query tile) item of the kernel, as attention_bf16() hands
-// them out (tiles of at most 512 queries, padded to 32 rows).
+// Every (head, query tile, key split) item of the kernel, as
+// attention_bf16() hands them out (tiles of at most 512 queries, padded to
+// 32 rows; splits of whole key blocks, merged by combine_bf16_key_splits).
 void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int D,
-                            float scale, float* out) {
+                            float scale, float* out, int splits = 1) {
   const int64_t tiles = (nq + 511) / 512;
   const int tile = static_cast<int>(((nq + tiles - 1) / tiles + 31) / 32 * 32);
   const size_t block = static_cast<size_t>(detail::kBf16KeyBlock) * D;
@@ -31,14 +33,29 @@ void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan
   std::vector<float> s(p.size()), o(qb.size()), m(static_cast<size_t>(tile)), l(m.size()), row(2 * D);
   const detail::AmxScratch scratch{qb.data(), k.data(), v.data(), kp.data(), vp.data(), s.data(),
                                    p.data(),  o.data(), m.data(), l.data(),  row.data()};
+  int64_t keys = 0;
+  for (const KvSpan& span : spans) keys += span.tokens;
+  const int64_t blocks = (keys + detail::kBf16KeyBlock - 1) / detail::kBf16KeyBlock;
+  const int64_t split_keys = (blocks + splits - 1) / splits * detail::kBf16KeyBlock;
+  splits = static_cast<int>((keys + split_keys - 1) / split_keys);
+  const int64_t n = nq * heads * D;
+  std::vector<float> parts(static_cast<size_t>(splits * n)), lse(static_cast<size_t>(splits * nq * heads));
   detail::amx_begin_tiles();
-  for (int h = 0; h < heads; ++h) {
-    for (int64_t i0 = 0; i0 < nq; i0 += tile) {
-      detail::amx_attention_item(q, nq, spans.data(), spans.size(), heads, D, scale * tiled::kLog2e, out, h, i0, tile,
-                                 scratch);
+  for (int sp = 0; sp < splits; ++sp) {
+    detail::Bf16ItemTarget item;
+    item.first_key = sp * split_keys;
+    item.key_count = std::min(split_keys, keys - item.first_key);
+    item.out = splits == 1 ? out : parts.data() + sp * n;
+    item.lse = splits == 1 ? nullptr : lse.data() + sp * nq * heads;
+    for (int h = 0; h < heads; ++h) {
+      for (int64_t i0 = 0; i0 < nq; i0 += tile) {
+        detail::amx_attention_item(q, nq, spans.data(), spans.size(), heads, D, scale * tiled::kLog2e, item, h, i0,
+                                   tile, scratch);
+      }
     }
   }
   detail::amx_end_tiles();
+  if (splits > 1) detail::combine_bf16_key_splits(parts.data(), lse.data(), splits, nq, heads, D, out);
 }
 
 bool can_run() { return detail::amx_attention_built() && detail::bf16_attention_avx512_built() && cpu_supports(Isa::Avx512); }
@@ -47,7 +64,21 @@ bool can_run() { return detail::amx_attention_built() && detail::bf16_attention_
 
 TEST(AmxAttentionEmulated, MatchesTheReferenceWithinPsRounding) {
   if (!can_run()) GTEST_SKIP() << "the kernel's softmax needs AVX-512";
-  expect_within_ps_rounding(emulated_amx_attention);
+  expect_within_ps_rounding([](const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int dim,
+                               float scale, float* out) { emulated_amx_attention(q, nq, spans, heads, dim, scale, out); });
+}
+
+// Each split's items see only their keys and give their rows' log-sum-exps:
+// merged, the rows are the softmax over all keys.
+TEST(AmxAttentionEmulated, KeySplitsMatchTheReferenceWithinPsRounding) {
+  if (!can_run()) GTEST_SKIP() << "the kernel's softmax needs AVX-512";
+  for (int splits : {2, 3}) {
+    SCOPED_TRACE(splits);
+    expect_within_ps_rounding([splits](const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads,
+                                       int dim, float scale, float* out) {
+      emulated_amx_attention(q, nq, spans, heads, dim, scale, out, splits);
+    });
+  }
 }
 
 TEST(AmxAttentionEmulated, AgreesWithTheOnednnKernel) {
