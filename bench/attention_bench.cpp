@@ -4,9 +4,10 @@
 // multiply-add = 2). Keys are laid out as the paged cache hands them to the
 // kernel: one span per page of 972 patch tokens, then the special stream.
 //
-//   BM_AttentionFullWindow/<threads>: one frame of 978 queries against a full
-//     window: (S + W) * 972 patch tokens + 6 specials per stored frame (72
-//     stored frames: 70,416 keys), 16 heads, head_dim 64.
+//   BM_AttentionFullWindow/<threads>/<ranges>: one frame of 978 queries
+//     against a full window: (S + W) * 972 patch tokens + 6 specials per
+//     stored frame (72 stored frames: 70,416 keys), 16 heads, head_dim 64;
+//     the keys cut as attention() does (0: 4 ranges) or not (1).
 //   BM_AttentionSelf/<threads>: plain self-attention of one frame (978 x 978),
 //     the encoder's and the frame blocks' case.
 //   BM_AttentionTiledSelf/<threads>/<isa>: the same with the AVX2 (0) or the
@@ -139,7 +140,11 @@ void run(benchmark::State& state, Problem& p, detail::Kernel kernel, bool naive)
 
 void BM_AttentionFullWindow(benchmark::State& state) {
   static Problem p = make_problem(kTokensPerFrame, 72);
-  run(state, p, detail::Kernel::Auto, false);
+  const int ranges = static_cast<int>(state.range(1));
+  time_attention(state, p, static_cast<int>(state.range(0)), [&](float scale) {
+    detail::attention_with(detail::Kernel::Auto, p.q.data(), p.nq, p.spans, kHeads, kHeadDim, scale, p.out.data(),
+                           ranges);
+  });
 }
 void BM_AttentionSelf(benchmark::State& state) {
   static Problem p = make_self(kTokensPerFrame);
@@ -191,7 +196,11 @@ void BM_AttentionFewQueries(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_AttentionFewQueries)->ArgsProduct({{1, 2, 4, 8}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AttentionFullWindow)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_AttentionFullWindow)
+    ->ArgsProduct({{1, 2, 4, 8, 12, 16}, {0, 1}})
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime()
+    ->Iterations(1);
 BENCHMARK(BM_AttentionSelf)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSelf)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionTiledSmall)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -253,10 +253,12 @@ Kernel tiled_kernel_for(Isa isa) {
 }
 
 void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
-                    int head_dim, float scale, float* out) {
+                    int head_dim, float scale, float* out, int key_ranges) {
   check_arguments(q, nq, kv, num_heads, head_dim, out);
   LB_CHECK(kernel_available(kernel), "attention: kernel {} is not available in this build on this CPU",
            static_cast<int>(kernel));
+  LB_CHECK(key_ranges >= 0 && key_ranges <= kMaxKeySplits, "attention: key_ranges {} is not 0 to {}", key_ranges,
+           kMaxKeySplits);
   if (nq == 0) return;
   if (total_keys(kv) == 0) {
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
@@ -273,6 +275,9 @@ void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const K
   // their parallel regions.
   const int threads = threads_for(nq, kv, num_heads, head_dim);
   const int query_tile = tiled::query_tile(nq, num_heads, threads);
+  const KeyRanges ranges = KeyRanges::make(nq, total_keys(kv), num_heads, tiled::kKeyBlock, key_ranges);
+  const KeyRangeRows range_rows =
+      ranges.count > 1 ? KeyRangeRows::of_this_thread(ranges.count, nq, num_heads, head_dim) : KeyRangeRows{};
   std::vector<Scratch> scratch;
   std::vector<float*> per_thread;
   for (int t = 0; t < threads; ++t) {
@@ -280,14 +285,15 @@ void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const K
     per_thread.push_back(scratch.back().get());
   }
   if (kernel == Kernel::TiledAvx512) {
-    attention_tiled_avx512(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, query_tile,
-                           per_thread.data());
-    return;
-  }
+    attention_tiled_avx512(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, query_tile, ranges,
+                           range_rows, per_thread.data());
+  } else {
 #if LINGBOT_ATTENTION_AVX2
-  tiled::attention_tiled<Avx2>(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, query_tile,
-                               per_thread.data());
+    tiled::attention_tiled<Avx2>(q, nq, kv.data(), kv.size(), num_heads, head_dim, scale, out, threads, query_tile,
+                                 ranges, range_rows, per_thread.data());
 #endif
+  }
+  if (ranges.count > 1) combine_key_ranges(range_rows, ranges.count, nq, num_heads, head_dim, out);
 }
 
 }  // namespace detail

@@ -62,9 +62,11 @@ namespace detail {
 //   Auto:        Tiled when nq >= 4, else Rows
 enum class Kernel { Auto, Tiled, TiledAvx2, TiledAvx512, Rows };
 // Throws lingbot::Error for a kernel this build or CPU cannot run
-// (kernel_available() false).
+// (kernel_available() false). key_ranges (tiled kernels; tests and
+// benchmarks): 0 cuts the keys as attention() does (attention_splits.h),
+// n > 0 into n ranges (at most one per 64 keys, up to kMaxKeySplits).
 void attention_with(Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
-                    int head_dim, float scale, float* out);
+                    int head_dim, float scale, float* out, int key_ranges = 0);
 bool kernel_available(Kernel kernel);
 bool tiled_kernel_available();        // a tiled kernel for the ISA in use
 Kernel tiled_kernel_for(Isa isa);     // TiledAvx512, TiledAvx2 or Rows

@@ -34,9 +34,9 @@ bool avx512_kernels_built() { return true; }
 
 void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
                             int head_dim, float scale, float* out, int threads, int query_tile,
-                            float* const* scratch) {
-  tiled::attention_tiled<Avx512>(q, nq, spans, count, num_heads, head_dim, scale, out, threads, query_tile,
-                                 scratch);
+                            const KeyRanges& ranges, const KeyRangeRows& range_rows, float* const* scratch) {
+  tiled::attention_tiled<Avx512>(q, nq, spans, count, num_heads, head_dim, scale, out, threads, query_tile, ranges,
+                                 range_rows, scratch);
 }
 
 }  // namespace lingbot::cpu::detail
@@ -46,7 +46,7 @@ void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, siz
 namespace lingbot::cpu::detail {
 bool avx512_kernels_built() { return false; }
 void attention_tiled_avx512(const float*, int64_t, const KvSpan*, size_t, int, int, float, float*, int, int,
-                            float* const*) {}
+                            const KeyRanges&, const KeyRangeRows&, float* const*) {}
 }  // namespace lingbot::cpu::detail
 
 #endif

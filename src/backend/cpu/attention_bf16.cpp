@@ -1,5 +1,6 @@
 #include "backend/cpu/attention_bf16.h"
 
+#include "backend/cpu/attention_splits.h"
 #include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/onednn_matmul.h"
@@ -189,15 +190,6 @@ void run_item(Lane& lane, Products& pr, const float* q, int64_t nq, const KvSpan
   }
 }
 
-// Each calling thread's buffers for key splits' partial rows and lse.
-struct SplitBuffers {
-  std::vector<float> parts, lse;
-};
-SplitBuffers& split_buffers_of_this_thread() {
-  thread_local SplitBuffers buffers;
-  return buffers;
-}
-
 }  // namespace
 
 bool bf16_attention_available() {
@@ -235,47 +227,11 @@ const char* bf16_attention_kernel_name() {
   return bf16_kernel_available(Bf16Kernel::Amx, 64) ? "AMX tiles" : "oneDNN matmul";
 }
 
-// out = sum_s w_s o_s / sum_s w_s with w_s = 2^(lse_s - max lse): the
-// softmax over all keys (every split has keys, so every lse is finite).
-void combine_bf16_key_splits(const float* parts, const float* lse, int splits, int64_t nq, int num_heads, int D,
-                             float* out) {
-  const int64_t row = int64_t{num_heads} * D;
-  const int64_t part_stride = nq * row;
-  const int64_t lse_stride = nq * num_heads;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < nq; ++i) {
-    for (int h = 0; h < num_heads; ++h) {
-      float top = -std::numeric_limits<float>::infinity();
-      for (int s = 0; s < splits; ++s) top = std::max(top, lse[s * lse_stride + i * num_heads + h]);
-      float weight[kBf16MaxKeySplits];
-      float total = 0.f;
-      for (int s = 0; s < splits; ++s) {
-        weight[s] = std::exp2(lse[s * lse_stride + i * num_heads + h] - top);
-        total += weight[s];
-      }
-      float* dst = out + i * row + int64_t{h} * D;
-      for (int d = 0; d < D; ++d) {
-        float sum = 0.f;
-        for (int s = 0; s < splits; ++s) sum += weight[s] * parts[s * part_stride + i * row + int64_t{h} * D + d];
-        dst[d] = sum / total;
-      }
-    }
-  }
-}
-
-int bf16_key_splits(int64_t nq, int64_t num_keys, int num_heads) {
-  const int64_t pairs = (nq + kBf16MaxQueryTile - 1) / kBf16MaxQueryTile * num_heads;
-  if (pairs == 0 || pairs >= kBf16MinWorkItems) return 1;
-  const int64_t wanted = (kBf16MinWorkItems + pairs - 1) / pairs;
-  const int64_t affordable = num_keys / kBf16MinSplitKeys;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({wanted, affordable, kBf16MaxKeySplits})));
-}
-
-int bf16_query_tile(int64_t nq, int num_heads, int key_splits, int threads, int step) {
+int bf16_query_tile(int64_t nq, int num_heads, int key_ranges, int threads, int step) {
   int bound = kBf16MaxQueryTile;
   auto items = [&](int rows) {
     const int tile = query_tile_rows(nq, step, rows);
-    return (nq + tile - 1) / tile * num_heads * key_splits;
+    return (nq + tile - 1) / tile * num_heads * key_ranges;
   };
   while (bound > kBf16MinQueryTile && items(bound) < int64_t{kBf16ItemsPerThread} * threads) bound /= 2;
   return query_tile_rows(nq, step, bound);
@@ -288,8 +244,8 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
                                   max_tile_rows % kAmxRowStep == 0),
            "attention (bf16): max_tile_rows {} is not 0 or a multiple of {} up to {}", max_tile_rows, kAmxRowStep,
            kMaxQueryTile);
-  LB_CHECK(key_splits >= 0 && key_splits <= kBf16MaxKeySplits, "attention (bf16): key_splits {} is not 0 to {}",
-           key_splits, kBf16MaxKeySplits);
+  LB_CHECK(key_splits >= 0 && key_splits <= kMaxKeySplits, "attention (bf16): key_splits {} is not 0 to {}",
+           key_splits, kMaxKeySplits);
   if (kernel == Bf16Kernel::Auto) {
     kernel = bf16_kernel_available(Bf16Kernel::Amx, head_dim) ? Bf16Kernel::Amx : Bf16Kernel::Onednn;
   }
@@ -308,34 +264,23 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     std::fill(out, out + nq * num_heads * head_dim, 0.f);
     return;
   }
-  // Key splits cut at key blocks, each with at least one key.
-  const int64_t blocks = (num_keys + kKeyBlock - 1) / kKeyBlock;
-  const int64_t asked = key_splits > 0 ? key_splits : bf16_key_splits(nq, num_keys, num_heads);
-  const int64_t split_keys = (blocks + std::min(asked, blocks) - 1) / std::min(asked, blocks) * kKeyBlock;
-  const int splits = static_cast<int>((num_keys + split_keys - 1) / split_keys);
+  const KeyRanges ranges = KeyRanges::make(nq, num_keys, num_heads, kKeyBlock, key_splits);
+  const int splits = ranges.count;
   const int step = amx ? kAmxRowStep : kRowStep;
   const int tile = max_tile_rows > 0 ? query_tile_rows(nq, step, max_tile_rows)
                                      : bf16_query_tile(nq, num_heads, splits, omp_get_max_threads(), step);
   const int64_t tiles = (nq + tile - 1) / tile;
   const int64_t items = tiles * num_heads * splits;
-  float* parts = nullptr;
-  float* lse = nullptr;
-  if (splits > 1) {
-    SplitBuffers& buffers = split_buffers_of_this_thread();
-    buffers.parts.resize(static_cast<size_t>(splits * nq * num_heads * head_dim));
-    buffers.lse.resize(static_cast<size_t>(splits * nq * num_heads));
-    parts = buffers.parts.data();
-    lse = buffers.lse.data();
-  }
-  // Item i: split i % splits of (head, query tile) i / splits, so a pair's
-  // splits are handed out together.
+  const KeyRangeRows parts = splits > 1 ? KeyRangeRows::of_this_thread(splits, nq, num_heads, head_dim) : KeyRangeRows{};
+  // Item i: range i % splits of (head, query tile) i / splits, so a pair's
+  // ranges are handed out together.
   auto target = [&](int64_t item) {
-    const int64_t s = item % splits;
+    const int s = static_cast<int>(item % splits);
     detail::Bf16ItemTarget t;
-    t.first_key = s * split_keys;
-    t.key_count = std::min(split_keys, num_keys - t.first_key);
-    t.out = splits > 1 ? parts + s * nq * num_heads * head_dim : out;
-    t.lse = splits > 1 ? lse + s * nq * num_heads : nullptr;
+    t.first_key = ranges.first(s);
+    t.key_count = ranges.keys(s, num_keys);
+    t.out = splits > 1 ? parts.rows_of(s) : out;
+    t.lse = splits > 1 ? parts.lse_of(s) : nullptr;
     return t;
   };
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), items));
@@ -385,7 +330,7 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     if (amx) amx_end_tiles();
   }
   if (failed) fail("attention (bf16): oneDNN failed ({})", failure);
-  if (splits > 1) combine_bf16_key_splits(parts, lse, splits, nq, num_heads, head_dim, out);
+  if (splits > 1) combine_key_ranges(parts, splits, nq, num_heads, head_dim, out);
 }
 
 }  // namespace detail

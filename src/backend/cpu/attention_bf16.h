@@ -73,38 +73,25 @@ bool bf16_kernel_available(Bf16Kernel kernel, int head_dim);
 // How the work is cut into items (both kernels). A work item is one head,
 // one tile of queries and one range of keys; items are handed out to the
 // threads as they free up, so many items let the threads that finish early
-// take work from a slow one (a VM's shared CPU, a hybrid CPU's efficiency
-// cores), while a tall query tile reads its head's keys fewer times.
+// take work from a slow one, while a tall query tile reads its head's keys
+// fewer times.
 //
 // Query tiles: at most kBf16MaxQueryTile rows (a frame's 978 in two tiles),
 // halved (down to kBf16MinQueryTile) while there are fewer than
 // kBf16ItemsPerThread items per thread. A query's result does not depend on
-// its tile, so this may follow the thread count.
+// its tile, so this may follow the thread count. Keys: cut into ranges where
+// pairs of tile and head are few (attention_splits.h).
 inline constexpr int kBf16MaxQueryTile = 512;
 inline constexpr int kBf16MinQueryTile = 128;
 inline constexpr int kBf16ItemsPerThread = 8;
-// Key splits: where (512-row tile, head) pairs are fewer than
-// kBf16MinWorkItems, each pair's keys are cut into up to kBf16MaxKeySplits
-// ranges of at least kBf16MinSplitKeys keys (whole key blocks), computed as
-// separate items and merged by their log-sum-exps. That changes the order
-// of the sums, so the count depends on the shapes only, never on the
-// threads, and neither do the results.
-inline constexpr int kBf16MinWorkItems = 128;
-inline constexpr int kBf16MaxKeySplits = 4;
-inline constexpr int64_t kBf16MinSplitKeys = 4096;
-int bf16_key_splits(int64_t nq, int64_t num_keys, int num_heads);
-// The query tile's rows for `threads` threads (a multiple of `step`).
-int bf16_query_tile(int64_t nq, int num_heads, int key_splits, int threads, int step);
-// The splits' rows merged into out ([nq][num_heads * head_dim]): parts holds
-// `splits` such arrays, lse `splits` arrays of [nq][num_heads], as the work
-// items wrote them (Bf16ItemTarget); every split had keys.
-void combine_bf16_key_splits(const float* parts, const float* lse, int splits, int64_t nq, int num_heads,
-                             int head_dim, float* out);
+// The query tile's rows for `threads` threads (a multiple of `step`), with
+// the keys cut into key_ranges ranges (attention_splits.h).
+int bf16_query_tile(int64_t nq, int num_heads, int key_ranges, int threads, int step);
 // Throws lingbot::Error for a kernel this build, CPU or head_dim cannot run.
 // Tests and benchmarks may fix the cut: max_tile_rows > 0 bounds the query
 // tiles (a multiple of 32 up to 512, then not shrunk for the threads);
 // key_splits > 0 cuts the keys into that many ranges (at most one per key
-// block, up to kBf16MaxKeySplits). 0 chooses as above.
+// block, up to kMaxKeySplits). 0 chooses as above.
 void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::span<const KvSpan> kv, int num_heads,
                          int head_dim, float scale, float* out, int max_tile_rows = 0, int key_splits = 0);
 // "AMX tiles" or "oneDNN matmul": what Auto runs for head_dim 64 here.
@@ -116,9 +103,8 @@ inline constexpr int kBf16KeyBlock = 256;
 // A work item's keys and where its rows go (both kernels): the keys
 // [first_key, first_key + key_count) of its head, at least one; its rows
 // normalised into out (rows of num_heads * head_dim floats, as the
-// attention's output); with a key split also each row's log2-sum-exp of its
-// scaled scores, m + log2(l), into lse[i * num_heads + h], by which the
-// splits' rows are merged.
+// attention's output); with key ranges also each row's log-sum-exp,
+// m + log2(l), into lse[i * num_heads + h] (attention_splits.h).
 struct Bf16ItemTarget {
   int64_t first_key = 0;
   int64_t key_count = 0;

@@ -15,7 +15,9 @@
 // value element loaded feeds three times the queries, and 8 rows divide the
 // 64 keys of a block and the model's head_dim 64 without a partial tile.
 // Every query's sums run in the same order in both builds, whatever the
-// tiling, so the two give identical results. Qt, Ot and S are kept lane
+// tiling, so the two give identical results. A work item is one head, one
+// tile of queries and one range of keys (attention_splits.h: ranges where
+// (tile, head) pairs are few, merged by their log-sum-exps). Qt, Ot and S are kept lane
 // group by lane group, each group's rows contiguous: with rows a power of two
 // apart they would fall on a few L1 sets. The key block's rows for one head
 // are copied to a small contiguous buffer first: in the cache they sit
@@ -33,7 +35,9 @@
 #pragma once
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_splits.h"
 
+#include <math.h>  // log2f: libm's, no inline code compiled with this file's flags
 #include <omp.h>
 
 #include <cstdint>
@@ -269,7 +273,8 @@ inline void output_tile(const float* p, int64_t p_stride, int n, const float* vb
 // scratch_floats(head_dim, query_tile) floats). nq >= 1 and at least one key.
 template <class Simd>
 void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads, int head_dim,
-                     float scale, float* out, int threads, int query_tile, float* const* scratch) {
+                     float scale, float* out, int threads, int query_tile, const KeyRanges& ranges,
+                     const KeyRangeRows& range_rows, float* const* scratch) {
   using V = typename Simd::Reg;
   constexpr int W = Simd::kWidth;
   constexpr int kLanes = Simd::kLaneVectors * W;  // queries per register tile
@@ -277,7 +282,11 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
   static_assert(kQueryTileStep % kLanes == 0);
   const int64_t row = int64_t{num_heads} * head_dim;
   const int64_t tiles = (nq + query_tile - 1) / query_tile;
-  const int64_t items = tiles * num_heads;  // head-major: threads share a head's keys in cache
+  // Head-major (threads share a head's keys in cache), then a pair's key
+  // ranges together.
+  const int64_t items = tiles * num_heads * ranges.count;
+  int64_t num_keys = 0;
+  for (size_t i = 0; i < count; ++i) num_keys += spans[i].tokens;
   const int D = head_dim;
   const float qscale = scale * kLog2e;
   const int64_t QT = query_tile;
@@ -299,8 +308,10 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
 
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < items; ++item) {
-      const int h = static_cast<int>(item / tiles);
-      const int64_t i0 = (item % tiles) * QT;
+      const int range = static_cast<int>(item % ranges.count);
+      const int64_t pair = item / ranges.count;
+      const int h = static_cast<int>(pair / tiles);
+      const int64_t i0 = (pair % tiles) * QT;
       const int nt = nq - i0 < QT ? static_cast<int>(nq - i0) : static_cast<int>(QT);
       const int groups = (nt + kLanes - 1) / kLanes;  // lane groups in use
       const int lanes = groups * kLanes;
@@ -318,7 +329,12 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
         l[r] = 0.f;
       }
 
-      KeyStream keys(spans, count, num_heads, D, h);
+      // The range's keys, by plain arithmetic (not KeyRanges' inline members:
+      // see the note on internal linkage above).
+      const int64_t first_key = range * ranges.keys_per_range;
+      const int64_t range_keys =
+          num_keys - first_key < ranges.keys_per_range ? num_keys - first_key : ranges.keys_per_range;
+      KeyStream keys(spans, count, num_heads, D, h, first_key, range_keys);
       for (;;) {
         const int n = keys.next_block(kKeyBlock, D, kb, vb);
         if (n == 0) break;
@@ -360,12 +376,16 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
         }
       }
 
-      // out[i0 + r, h, c] = Ot[g][c][lane] / l[r], r = g * kLanes + lane
+      // out[i0 + r, h, c] = Ot[g][c][lane] / l[r], r = g * kLanes + lane;
+      // with key ranges into the range's rows, with the row's log-sum-exp.
+      float* dst = ranges.count > 1 ? range_rows.rows + range * range_rows.rows_stride : out;
+      float* lse = ranges.count > 1 ? range_rows.lse + range * range_rows.lse_stride : nullptr;
       for (int r = 0; r < nt; ++r) {
-        float* oi = out + (i0 + r) * row + int64_t{h} * D;
+        float* oi = dst + (i0 + r) * row + int64_t{h} * D;
         const float* og = ot + (r / kLanes) * GQ + r % kLanes;
         const float inv = 1.f / l[r];
         for (int c = 0; c < D; ++c) oi[c] = og[c * kLanes] * inv;
+        if (lse != nullptr) lse[(i0 + r) * num_heads + h] = m[r] + ::log2f(l[r]);
       }
     }
   }
@@ -380,7 +400,7 @@ namespace lingbot::cpu::detail {
 // avx512_kernels_built() and the CPU has AVX-512.
 void attention_tiled_avx512(const float* q, int64_t nq, const KvSpan* spans, size_t count, int num_heads,
                             int head_dim, float scale, float* out, int threads, int query_tile,
-                            float* const* scratch);
+                            const KeyRanges& ranges, const KeyRangeRows& range_rows, float* const* scratch);
 // Whether this build compiled the AVX-512 kernels (x86-64 builds do).
 bool avx512_kernels_built();
 

@@ -5,6 +5,7 @@
 // oneDNN's, and their shared softmax step against exact exponentials. Each
 // kernel is skipped where it cannot run.
 #include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/attention_splits.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/onednn_matmul.h"
 
@@ -75,7 +76,7 @@ TEST_P(AttentionBf16, ResultsDoNotDependOnTheThreadCount) {
     };
     expect_identical(7, c, with_threads(1), with_threads(std::max(2, saved)));
   }
-  EXPECT_EQ(detail::bf16_key_splits(100, 8300, 2), 2);
+  EXPECT_EQ(key_splits_for(100, 8300, 2), 2);
 }
 
 // Keys cut into ranges (across spans, at key blocks), each range's rows
@@ -126,18 +127,6 @@ TEST(AttentionBf16Kernels, AmxAgreesWithOnednn) {
   double worst = 0;
   for (size_t i = 0; i < amx.size(); ++i) worst = std::max(worst, std::fabs(double{amx[i]} - onednn[i]));
   EXPECT_LE(worst, 1e-4 * d.vmax);
-}
-
-// Keys are split only where (512-row tile, head) pairs are fewer than 128
-// and keys plentiful: a frame against a long window, not the frame blocks,
-// the encoder or the scale phase.
-TEST(AttentionBf16Kernels, SplitsKeysWhereWorkItemsAreFew) {
-  EXPECT_EQ(detail::bf16_key_splits(978, 70416, 16), 4);  // a frame, the full window: 32 pairs
-  EXPECT_EQ(detail::bf16_key_splits(978, 10758, 16), 2);  // frame 10: ranges of at least 4,096 keys
-  EXPECT_EQ(detail::bf16_key_splits(978, 6000, 16), 1);
-  EXPECT_EQ(detail::bf16_key_splits(978, 978, 16), 1);    // a frame block
-  EXPECT_EQ(detail::bf16_key_splits(7824, 7824, 16), 1);  // the scale phase: 256 pairs
-  EXPECT_EQ(detail::bf16_key_splits(100, 100000, 1), 4);  // at most 4
 }
 
 // Query tiles of 512 rows, halved down to 128 while the items are fewer

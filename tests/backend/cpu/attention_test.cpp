@@ -1,6 +1,7 @@
 // cpu::attention (every kernel: rows, tiled AVX2, tiled AVX-512) against the double-precision reference, over
 // many span layouts, shapes and score ranges; plus argument errors.
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_splits.h"
 
 #include "kv/kv_test_support.h"
 
@@ -59,11 +60,11 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-void check(const Problem& p, detail::Kernel kernel, std::mt19937& rng) {
+void check(const Problem& p, detail::Kernel kernel, std::mt19937& rng, int key_ranges = 0) {
   const Data d = make(p, rng);
   const float scale = 1.f / std::sqrt(static_cast<float>(p.dim));
   std::vector<float> out(d.q.size(), -1.f), ref(d.q.size(), -2.f);
-  detail::attention_with(kernel, d.q.data(), p.nq, d.spans, p.heads, p.dim, scale, out.data());
+  detail::attention_with(kernel, d.q.data(), p.nq, d.spans, p.heads, p.dim, scale, out.data(), key_ranges);
   attention_reference(d.q.data(), p.nq, d.spans, p.heads, p.dim, scale, ref.data());
   // fp32 roundoff (see kv_cache_property_test.cpp for the reasoning); scores
   // of magnitude ~|q||k| scale*m^2*dim add a relative error ~ dim*u*|s| to
@@ -72,7 +73,7 @@ void check(const Problem& p, detail::Kernel kernel, std::mt19937& rng) {
   const double tol = 2e-5 * d.vmax * score_scale;
   EXPECT_LE(max_diff(out, ref), tol) << "nq=" << p.nq << " heads=" << p.heads << " dim=" << p.dim
                                      << " spans=" << p.span_tokens.size() << " magnitude=" << p.magnitude
-                                     << " kernel=" << static_cast<int>(kernel);
+                                     << " kernel=" << static_cast<int>(kernel) << " key_ranges=" << key_ranges;
 }
 
 // The kernels this machine can run (CI's has AVX-512, so all of them there).
@@ -138,19 +139,43 @@ TEST(Attention, RandomShapes) {
   }
 }
 
+// Keys cut into ranges (across spans, at the 64-key blocks), each range's
+// rows merged by its log-sum-exp: the softmax over all keys.
+TEST(Attention, KeyRangesMatchTheReference) {
+  std::mt19937 rng(21);
+  const std::vector<Problem> problems = {
+      {16, 2, 64, {63, 1, 65}},        // 3 blocks across spans
+      {130, 2, 64, {200, 37, 300}},    // ranges across span ends
+      {40, 2, 64, {500}, 4.f},         // large scores: the ranges' maxima differ
+      {300, 3, 24, {129, 129}},
+  };
+  for (const Problem& p : problems) {
+    for (detail::Kernel k : runnable_kernels()) {
+      if (k == detail::Kernel::Rows) continue;  // the tiled kernels cut keys
+      for (int ranges : {2, 3, 4}) check(p, k, rng, ranges);
+    }
+  }
+  std::vector<float> q(16, 0.f), out(16);
+  EXPECT_THROW(detail::attention_with(detail::Kernel::Auto, q.data(), 1, {}, 1, 4, 1.f, out.data(), 5), Error);
+}
+
 TEST(Attention, ManyThreadsGiveTheSameResultAsOne) {
-  // Work items are independent, so the thread count must not change a bit.
+  // Work items are independent and the key ranges follow the shapes only, so
+  // the thread count must not change a bit (the second problem's keys are
+  // cut into two ranges).
   std::mt19937 rng(3);
-  const Problem p{100, 4, 64, {300, 200}};
-  const Data d = make(p, rng);
-  std::vector<float> a(d.q.size()), b(d.q.size());
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  attention(d.q.data(), p.nq, d.spans, p.heads, p.dim, 0.125f, a.data());
-  omp_set_num_threads(std::max(2, saved));
-  attention(d.q.data(), p.nq, d.spans, p.heads, p.dim, 0.125f, b.data());
-  omp_set_num_threads(saved);
-  EXPECT_EQ(a, b);
+  for (const Problem& p : {Problem{100, 4, 64, {300, 200}}, Problem{100, 2, 64, {5000, 3300}}}) {
+    const Data d = make(p, rng);
+    std::vector<float> a(d.q.size()), b(d.q.size());
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    attention(d.q.data(), p.nq, d.spans, p.heads, p.dim, 0.125f, a.data());
+    omp_set_num_threads(std::max(2, saved));
+    attention(d.q.data(), p.nq, d.spans, p.heads, p.dim, 0.125f, b.data());
+    omp_set_num_threads(saved);
+    EXPECT_EQ(a, b);
+  }
+  EXPECT_EQ(key_splits_for(100, 8300, 2), 2);
 }
 
 TEST(Attention, NoKeysGivesZeros) {
@@ -182,8 +207,11 @@ TEST(Attention, TheTiledBuildsAgreeBitForBit) {
   if (!detail::kernel_available(detail::Kernel::TiledAvx2) || !detail::kernel_available(detail::Kernel::TiledAvx512))
     GTEST_SKIP() << "needs a CPU with AVX-512";
   std::mt19937 rng(11);
-  const std::vector<Problem> problems = {
-      {978, 4, 64, {978}}, {145, 2, 64, {64, 1, 200}}, {37, 3, 24, {129}, 4.f}, {1000, 1, 64, {3000}}};
+  const std::vector<Problem> problems = {{978, 4, 64, {978}},
+                                        {145, 2, 64, {64, 1, 200}},
+                                        {37, 3, 24, {129}, 4.f},
+                                        {1000, 1, 64, {3000}},
+                                        {200, 2, 64, {5000, 3300}}};  // keys in two ranges
   for (const Problem& p : problems) {
     const Data d = make(p, rng);
     const float scale = 1.f / std::sqrt(static_cast<float>(p.dim));

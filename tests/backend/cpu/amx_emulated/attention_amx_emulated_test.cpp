@@ -6,6 +6,7 @@
 // CPU without AMX, as CI's, this is what checks that code; the tiles
 // themselves are checked by AttentionBf16/Kernels.*/Amx where the CPU has AMX.
 #include "backend/cpu/attention_bf16.h"
+#include "backend/cpu/attention_splits.h"
 #include "backend/cpu/attention_tiled.h"
 
 #include "backend/cpu/attention_bf16_cases.h"
@@ -20,9 +21,9 @@ using namespace lingbot::cpu::bf16_attention_cases;
 
 namespace {
 
-// Every (head, query tile, key split) item of the kernel, as
+// Every (head, query tile, key range) item of the kernel, as
 // attention_bf16() hands them out (tiles of at most 512 queries, padded to
-// 32 rows; splits of whole key blocks, merged by combine_bf16_key_splits).
+// 32 rows; ranges of whole key blocks, merged by combine_key_ranges).
 void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan>& spans, int heads, int D,
                             float scale, float* out, int splits = 1) {
   const int64_t tiles = (nq + 511) / 512;
@@ -35,18 +36,16 @@ void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan
                                    p.data(),  o.data(), m.data(), l.data(),  row.data()};
   int64_t keys = 0;
   for (const KvSpan& span : spans) keys += span.tokens;
-  const int64_t blocks = (keys + detail::kBf16KeyBlock - 1) / detail::kBf16KeyBlock;
-  const int64_t split_keys = (blocks + splits - 1) / splits * detail::kBf16KeyBlock;
-  splits = static_cast<int>((keys + split_keys - 1) / split_keys);
-  const int64_t n = nq * heads * D;
-  std::vector<float> parts(static_cast<size_t>(splits * n)), lse(static_cast<size_t>(splits * nq * heads));
+  const KeyRanges ranges = KeyRanges::make(nq, keys, heads, detail::kBf16KeyBlock, splits);
+  const KeyRangeRows parts =
+      ranges.count > 1 ? KeyRangeRows::of_this_thread(ranges.count, nq, heads, D) : KeyRangeRows{};
   detail::amx_begin_tiles();
-  for (int sp = 0; sp < splits; ++sp) {
+  for (int sp = 0; sp < ranges.count; ++sp) {
     detail::Bf16ItemTarget item;
-    item.first_key = sp * split_keys;
-    item.key_count = std::min(split_keys, keys - item.first_key);
-    item.out = splits == 1 ? out : parts.data() + sp * n;
-    item.lse = splits == 1 ? nullptr : lse.data() + sp * nq * heads;
+    item.first_key = ranges.first(sp);
+    item.key_count = ranges.keys(sp, keys);
+    item.out = ranges.count == 1 ? out : parts.rows_of(sp);
+    item.lse = ranges.count == 1 ? nullptr : parts.lse_of(sp);
     for (int h = 0; h < heads; ++h) {
       for (int64_t i0 = 0; i0 < nq; i0 += tile) {
         detail::amx_attention_item(q, nq, spans.data(), spans.size(), heads, D, scale * tiled::kLog2e, item, h, i0,
@@ -55,7 +54,7 @@ void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan
     }
   }
   detail::amx_end_tiles();
-  if (splits > 1) detail::combine_bf16_key_splits(parts.data(), lse.data(), splits, nq, heads, D, out);
+  if (ranges.count > 1) combine_key_ranges(parts, ranges.count, nq, heads, D, out);
 }
 
 bool can_run() { return detail::amx_attention_built() && detail::bf16_attention_avx512_built() && cpu_supports(Isa::Avx512); }
