@@ -17,10 +17,10 @@
 // AMX (attention_amx.cpp), and through oneDNN matmul primitives elsewhere
 // (each thread with its own primitives and stream: oneDNN runs a primitive
 // single-threaded inside our parallel region). Both share the work items,
-// (head, tile of up to 512 queries), each on one thread, which stream their
-// head's keys and values in blocks of 256 out of the spans (any stored
-// element type; bf16 ones, the bf16 mode's KV store, copied as they are),
-// zero-padded, their scores masked, and the AVX-512 softmax step.
+// (head, tile of up to 512 queries, range of keys), each on one thread,
+// which stream their keys and values in blocks of 256 out of the spans (any
+// stored element type; bf16 ones, the bf16 mode's KV store, copied as they
+// are), zero-padded, their scores masked, and the AVX-512 softmax step.
 #pragma once
 
 #include "backend/cpu/attention.h"
