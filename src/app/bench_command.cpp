@@ -12,6 +12,7 @@
 #include "core/profiler.h"
 #include "image/preprocess.h"
 #include "model/random_weights.h"
+#include "output/atomic_file.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -19,7 +20,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <optional>
 #include <random>
 #include <string>
@@ -33,7 +33,7 @@ void add_bench_command(CLI::App& app, BenchArgs& a) {
   cmd->add_option("--height", a.height, "Frame height (multiple of the patch size)")->check(at_least(1));
   cmd->add_option("--width", a.width, "Frame width (multiple of the patch size)")->check(at_least(1));
   cmd->add_option("--images", a.images, "Use these frames (preprocessed to --width) instead of random ones");
-  cmd->add_option("--json", a.json, "Also write the figures to this JSON file");
+  cmd->add_option("--json", a.json, "Also write the figures, and each timed frame's time, to this JSON file");
   cmd->add_flag("--profile", a.profile, "Time each stage (serialises the device; slower overall)");
   cmd->add_option("--intervals", a.intervals,
                   "Also report every N streamed frames: their median frame time, device memory in use, RSS and "
@@ -52,6 +52,10 @@ int run_bench(const BenchArgs& a) {
   if (a.profile) options.use_graphs = false;
   LB_CHECK(a.height % config.patch_size == 0 && a.width % config.patch_size == 0,
            "--height {} / --width {} must be multiples of the patch size {}", a.height, a.width, config.patch_size);
+  // --json: opened before the run, so that a folder it cannot be written to
+  // fails now and not after minutes of streaming; it appears when complete.
+  std::optional<io::AtomicFile> json_file;
+  if (!a.json.empty()) json_file.emplace(a.json);
 
   std::vector<Tensor> frames;
   if (!a.images.empty()) {
@@ -228,6 +232,8 @@ int run_bench(const BenchArgs& a) {
     j["frame10_ms"] = or_null(at(10));
     j["frame72_ms"] = or_null(at(72));
     j["steady_median_ms"] = or_null(median);
+    j["first_timed_frame"] = scale;
+    j["frame_ms"] = frame_ms;  // each timed streamed frame, frame first_timed_frame + k at k
     j["fps"] = median ? nlohmann::json(1000.0 / *median) : nlohmann::json();
     j["peak_rss_mb"] = run_peak_rss / 1e6;
     j["host_memory_mb"] = {{"load_peak", load_peak_rss / 1e6},
@@ -249,7 +255,8 @@ int run_bench(const BenchArgs& a) {
       j["workspace_mb"] = model.workspace_bytes() / 1e6;
       j["scale_workspace_mb"] = scale_workspace_bytes / 1e6;
     }
-    std::ofstream(a.json) << j.dump() << "\n";
+    json_file->write(j.dump() + "\n");
+    json_file->commit();
   }
   return 0;
 }

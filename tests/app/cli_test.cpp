@@ -223,6 +223,36 @@ TEST(Cli, BenchAccountsForHostMemory) {
   std::filesystem::remove(json);
 }
 
+// bench --json lists every timed streamed frame; its steady-state median is
+// the median of the second half of them.
+TEST(Cli, BenchJsonListsEachTimedFrame) {
+  const std::string json = out_dir("bench_frames.json");
+  const Result r = cli("bench --config " + small("config.json") +
+                       " --height 70 --width 126 --threads 1 --frames 7 --pipeline-depth 0 --json " + json);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(j.at("first_timed_frame").get<int>(), 3);  // the small model's 3 scale frames
+  const std::vector<double> frames = j.at("frame_ms").get<std::vector<double>>();
+  ASSERT_EQ(frames.size(), 4u);  // frames 3-6, each waited for (pipeline depth 0)
+  for (double ms : frames) EXPECT_GT(ms, 0.0);
+  std::vector<double> second_half(frames.begin() + 2, frames.end());
+  std::sort(second_half.begin(), second_half.end());
+  EXPECT_EQ(j.at("steady_median_ms").get<double>(), second_half[1]);
+  EXPECT_TRUE(j.at("frame10_ms").is_null());
+  std::filesystem::remove(json);
+}
+
+// A --json that cannot be written fails at once, before the model runs,
+// and leaves no file.
+TEST(Cli, BenchJsonIntoAMissingFolderFailsAtOnce) {
+  const std::string json = out_dir("no_such_folder") + "/bench.json";
+  const Result r = cli("bench --config " + small("config.json") + " --height 70 --width 126 --threads 1 --json " + json);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find(json), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("phase 1"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(json));
+}
+
 // bench --intervals: a line per block of streamed frames with its median
 // frame time, memory and the cache it left; the retained special tokens
 // grow by 6 for every frame that leaves the 3 scale + 4 window frames.
