@@ -97,6 +97,18 @@ ours() {
   note "-- ours $name: $frames frames, $threads threads $* (rc=$?)"
   { grep -E "bench: |^phase 1|^frame 10|^frame 72|^frames [0-9]|steady-state|^not measured|^host memory|peak RSS" "$W/ours_$name.txt" ||
     tail -3 "$W/ours_$name.txt"; } | cut -c1-300 | tee -a "$S"
+  # Single frames vary on these CPUs: the frames around 10 and 72 as well.
+  if [ -f "$W/ours_$name.json" ]; then
+    python3 - "$W/ours_$name.json" <<'JSONEOF' 2>&1 | tee -a "$S"
+import json, sys
+j = json.load(open(sys.argv[1]))
+first, ms = j.get("first_timed_frame"), j.get("frame_ms") or []
+for lo, hi in ((8, 12), (68, 72)):
+    got = [f"{f}: {ms[f - first]:.0f}" for f in range(lo, hi + 1) if first is not None and 0 <= f - first < len(ms)]
+    if got:
+        print(f"frames {lo}-{hi} (ms): " + ", ".join(got))
+JSONEOF
+  fi
   keep
 }
 
