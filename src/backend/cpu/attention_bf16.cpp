@@ -278,7 +278,7 @@ void attention_bf16_with(Bf16Kernel kernel, const float* q, int64_t nq, std::spa
     const int s = static_cast<int>(item % splits);
     detail::Bf16ItemTarget t;
     t.first_key = ranges.first(s);
-    t.key_count = ranges.keys(s, num_keys);
+    t.key_count = ranges.keys(s);
     t.out = splits > 1 ? parts.rows_of(s) : out;
     t.lse = splits > 1 ? parts.lse_of(s) : nullptr;
     return t;

@@ -25,11 +25,12 @@ KeyRanges KeyRanges::make(int64_t nq, int64_t num_keys, int num_heads, int key_b
   const int64_t wanted = std::min<int64_t>(asked > 0 ? asked : key_splits_for(nq, num_keys, num_heads), blocks);
   KeyRanges r;
   r.keys_per_range = (blocks + wanted - 1) / wanted * key_block;
+  r.num_keys = num_keys;
   r.count = static_cast<int>((num_keys + r.keys_per_range - 1) / r.keys_per_range);  // none empty
   return r;
 }
 
-int64_t KeyRanges::keys(int s, int64_t num_keys) const {
+int64_t KeyRanges::keys(int s) const {
   return std::min(keys_per_range, num_keys - first(s));
 }
 

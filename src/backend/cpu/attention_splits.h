@@ -34,17 +34,19 @@ inline constexpr int64_t kMinSplitKeys = 4096;
 // How many ranges the model's shapes get (1: none).
 int key_splits_for(int64_t nq, int64_t num_keys, int num_heads);
 
-// The ranges of one attention call: `count` ranges of keys_per_range keys
-// (a multiple of the kernel's key block), the last one shorter; none empty.
+// The ranges of one attention call's num_keys keys: `count` ranges of
+// keys_per_range keys (a multiple of the kernel's key block), the last one
+// shorter; none empty.
 struct KeyRanges {
   int count = 1;
   int64_t keys_per_range = 0;
+  int64_t num_keys = 0;
 
   // asked: the number of ranges wanted (0: key_splits_for's), at most one
   // per key block. num_keys > 0.
   static KeyRanges make(int64_t nq, int64_t num_keys, int num_heads, int key_block, int asked = 0);
   int64_t first(int s) const { return s * keys_per_range; }
-  int64_t keys(int s, int64_t num_keys) const;
+  int64_t keys(int s) const;
 };
 
 // Where the ranges' rows wait to be merged: `count` arrays of output rows

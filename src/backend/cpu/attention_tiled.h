@@ -285,8 +285,6 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
   // Head-major (threads share a head's keys in cache), then a pair's key
   // ranges together.
   const int64_t items = tiles * num_heads * ranges.count;
-  int64_t num_keys = 0;
-  for (size_t i = 0; i < count; ++i) num_keys += spans[i].tokens;
   const int D = head_dim;
   const float qscale = scale * kLog2e;
   const int64_t QT = query_tile;
@@ -332,8 +330,8 @@ void attention_tiled(const float* q, int64_t nq, const KvSpan* spans, size_t cou
       // The range's keys, by plain arithmetic (not KeyRanges' inline members:
       // see the note on internal linkage above).
       const int64_t first_key = range * ranges.keys_per_range;
-      const int64_t range_keys =
-          num_keys - first_key < ranges.keys_per_range ? num_keys - first_key : ranges.keys_per_range;
+      const int64_t left = ranges.num_keys - first_key;
+      const int64_t range_keys = left < ranges.keys_per_range ? left : ranges.keys_per_range;
       KeyStream keys(spans, count, num_heads, D, h, first_key, range_keys);
       for (;;) {
         const int n = keys.next_block(kKeyBlock, D, kb, vb);

@@ -43,7 +43,7 @@ void emulated_amx_attention(const float* q, int64_t nq, const std::vector<KvSpan
   for (int sp = 0; sp < ranges.count; ++sp) {
     detail::Bf16ItemTarget item;
     item.first_key = ranges.first(sp);
-    item.key_count = ranges.keys(sp, keys);
+    item.key_count = ranges.keys(sp);
     item.out = ranges.count == 1 ? out : parts.rows_of(sp);
     item.lse = ranges.count == 1 ? nullptr : parts.lse_of(sp);
     for (int h = 0; h < heads; ++h) {
