@@ -3,13 +3,18 @@
 // between two CUDA events (so host launch overhead overlaps GPU work) and
 // reports the mean per op. Exits cleanly when there is no GPU.
 //
-//   BM_Linear/<N>/<M>/<K>: bf16 linear with bias, out[N, M] = x[N, K] w[M, K]^T;
-//     N = 978 (one frame) and 7824 (the 8-frame scale phase); (M, K) = qkv
-//     (3072, 1024), attention projection (1024, 1024), fc1 (4096, 1024), fc2
-//     (1024, 4096). TFLOP/s counts 2 N M K.
+//   BM_Linear/<N>/<M>/<K>/<measured>: bf16 linear with bias, out[N, M] = x[N,
+//     K] w[M, K]^T; N = 978 (one frame) and 7824 (the 8-frame scale phase);
+//     (M, K) = qkv (3072, 1024), attention projection (1024, 1024), fc1 (4096,
+//     1024), fc2 (1024, 4096); the algorithm from cuBLASLt's heuristic
+//     (measured:0) or timed (measured:1, --gemm-algorithm measured). TFLOP/s
+//     counts 2 N M K.
 //   BM_LinearGelu/<N>: fc1 with the separate erf-GELU pass.
 //   BM_LinearResidual/<N>/<K>: proj (K = 1024) and fc2 (K = 4096) into the
 //     residual with LayerScale.
+//   BM_LinearIntoF32Residual/<N>/<K>/<measured>: the blocks' update as the
+//     model runs it: proj or fc2 added into the float32 residual stream in
+//     cuBLASLt's epilogue (LayerScale folded into the weights).
 //   BM_LinearF32/<N>/<M>/<K>/<tf32>: the heads' float32 products (camera head
 //     8 x 2048 -> 8192; DPT projection 7776 x 2048 -> 1024), TF32 or full fp32.
 //   BM_LayerNorm/<N>: bf16 [N, 1024]; GB/s counts one read and one write.
@@ -52,6 +57,16 @@ CudaBackend& backend(bool tf32 = true) {
   return tf32 ? *with_tf32 : *without_tf32;
 }
 
+// The default backend, or one whose matrix products time their candidates.
+CudaBackend& gemm_backend(bool measured) {
+  static CudaBackend* timed = [] {
+    cuda::CudaBackendOptions o;
+    o.gemm_algorithm = cuda::GemmAlgorithm::Measured;
+    return new CudaBackend(o);
+  }();
+  return measured ? *timed : backend();
+}
+
 Tensor random_device(CudaBackend& be, const Shape& shape, DType dtype, float scale = 1.0f, uint64_t seed = 1) {
   Tensor host = Tensor::empty(shape);
   std::mt19937_64 rng(seed);
@@ -87,7 +102,7 @@ void set_rates(benchmark::State& state, double flops, double bytes) {
 
 void BM_Linear(benchmark::State& state) {
   const int64_t n = state.range(0), m = state.range(1), k = state.range(2);
-  CudaBackend& be = backend();
+  CudaBackend& be = gemm_backend(state.range(3) != 0);
   const Tensor x = random_device(be, {n, k}, DType::BF16);
   const Tensor w = random_device(be, {m, k}, DType::BF16, 0.03f);
   const Tensor b = random_device(be, {m}, DType::F32);
@@ -96,11 +111,11 @@ void BM_Linear(benchmark::State& state) {
   set_rates(state, 2.0 * n * m * k, 2.0 * (n * k + m * k + n * m));
 }
 BENCHMARK(BM_Linear)
-    ->ArgNames({"N", "M", "K"})
-    ->ArgsProduct({{978, 7824}, {3072}, {1024}})
-    ->ArgsProduct({{978, 7824}, {1024}, {1024}})
-    ->ArgsProduct({{978, 7824}, {4096}, {1024}})
-    ->ArgsProduct({{978, 7824}, {1024}, {4096}})
+    ->ArgNames({"N", "M", "K", "measured"})
+    ->ArgsProduct({{978, 7824}, {3072}, {1024}, {0, 1}})
+    ->ArgsProduct({{978, 7824}, {1024}, {1024}, {0, 1}})
+    ->ArgsProduct({{978, 7824}, {4096}, {1024}, {0, 1}})
+    ->ArgsProduct({{978, 7824}, {1024}, {4096}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -130,6 +145,22 @@ void BM_LinearResidual(benchmark::State& state) {
 BENCHMARK(BM_LinearResidual)
     ->ArgNames({"N", "K"})
     ->ArgsProduct({{978, 7824}, {1024, 4096}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_LinearIntoF32Residual(benchmark::State& state) {
+  const int64_t n = state.range(0), k = state.range(1), m = 1024;
+  CudaBackend& be = gemm_backend(state.range(2) != 0);
+  const Tensor x = random_device(be, {n, k}, DType::BF16);
+  const Tensor w = random_device(be, {m, k}, DType::BF16, 0.03f);
+  const Tensor b = random_device(be, {m}, DType::F32);
+  Tensor residual = random_device(be, {n, m}, DType::F32);
+  time_op(state, be, [&] { be.linear_residual(x, w, &b, nullptr, residual); });
+  set_rates(state, 2.0 * n * m * k, 0);
+}
+BENCHMARK(BM_LinearIntoF32Residual)
+    ->ArgNames({"N", "K", "measured"})
+    ->ArgsProduct({{978, 7824}, {1024, 4096}, {0, 1}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 

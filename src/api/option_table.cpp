@@ -250,6 +250,7 @@ cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
                        : o.attention_kernel == "wgmma-ws" ? cuda::AttentionKernel::WgmmaWs
                                                           : cuda::AttentionKernel::Auto;
   c.conv_algorithm = o.conv_algorithm == "measured" ? cuda::ConvAlgorithm::Measured : cuda::ConvAlgorithm::Heuristic;
+  c.gemm_algorithm = o.gemm_algorithm == "measured" ? cuda::GemmAlgorithm::Measured : cuda::GemmAlgorithm::Heuristic;
   c.low_memory = o.memory_profile == "low";
   return c;
 }

@@ -24,6 +24,8 @@ const std::vector<EnvironmentVariable>& environment_variables() {
        "the tensor-core attention kernel on Hopper (as --attention-kernel)"},
       {"LINGBOT_CONV_ALGORITHM", "conv_algorithm", "heuristic|measured",
        "how the depth head's cuDNN convolutions pick their algorithm (as --conv-algorithm)"},
+      {"LINGBOT_GEMM_ALGORITHM", "gemm_algorithm", "heuristic|measured",
+       "how the cuBLASLt matrix products pick their algorithm (as --gemm-algorithm)"},
       {"LINGBOT_PROFILE", "", "1", "time every stage of the model and print the table at the end (bench: as --profile)"},
   };
   return variables;

@@ -59,6 +59,7 @@ TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
   EXPECT_EQ(cuda_from_table.lane_priority, cuda_library.lane_priority);
   EXPECT_EQ(cuda_from_table.attention_kernel, cuda_library.attention_kernel);
   EXPECT_EQ(cuda_from_table.conv_algorithm, cuda_library.conv_algorithm);
+  EXPECT_EQ(cuda_from_table.gemm_algorithm, cuda_library.gemm_algorithm);
   EXPECT_EQ(cuda_from_table.low_memory, cuda_library.low_memory);
 }
 
@@ -68,6 +69,14 @@ TEST(OptionTable, ConvAlgorithmReachesTheCudaBackend) {
   EXPECT_EQ(cuda_backend_options(o).conv_algorithm, cuda::ConvAlgorithm::Measured);
   o.conv_algorithm = "heuristic";
   EXPECT_EQ(cuda_backend_options(o).conv_algorithm, cuda::ConvAlgorithm::Heuristic);
+}
+
+TEST(OptionTable, GemmAlgorithmReachesTheCudaBackend) {
+  Options o;
+  o.gemm_algorithm = "measured";
+  EXPECT_EQ(cuda_backend_options(o).gemm_algorithm, cuda::GemmAlgorithm::Measured);
+  o.gemm_algorithm = "heuristic";
+  EXPECT_EQ(cuda_backend_options(o).gemm_algorithm, cuda::GemmAlgorithm::Heuristic);
 }
 
 TEST(OptionTable, EveryRowIsWellFormed) {

@@ -184,7 +184,8 @@ void CudaBackend::make_lane(Lane& lane, int priority) const {
   LB_CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, priority));
   try {
     lane.gemm = std::make_unique<Gemm>(lane.stream, options_.allow_tf32,
-                                       options_.low_memory ? Gemm::kLowMemoryWorkspaceBytes : Gemm::kWorkspaceBytes);
+                                       options_.low_memory ? Gemm::kLowMemoryWorkspaceBytes : Gemm::kWorkspaceBytes,
+                                       options_.gemm_algorithm);
     lane.conv = std::make_unique<Conv>(lane.stream, options_.allow_tf32, options_.conv_algorithm);
     lane.scratch = std::make_unique<DeviceScratch>(lane.stream, "float32 scratch");
   } catch (...) {

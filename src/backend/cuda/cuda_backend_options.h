@@ -5,6 +5,7 @@
 
 #include "backend/cuda/attention/attention_types.h"
 #include "backend/cuda/conv_algorithm.h"
+#include "backend/cuda/gemm_algorithm.h"
 
 #include <lingbot/options.h>
 
@@ -32,6 +33,8 @@ struct CudaBackendOptions {
   AttentionKernel attention_kernel = AttentionKernel::Auto;
   // How each convolution shape's cuDNN algorithm is chosen (conv.h).
   ConvAlgorithm conv_algorithm = ConvAlgorithm::Heuristic;
+  // How each matrix product's cuBLASLt algorithm is chosen (gemm.h).
+  GemmAlgorithm gemm_algorithm = GemmAlgorithm::Heuristic;
   // The backend's part of memory_profile low: each lane's cuBLASLt
   // workspace is 4 MiB instead of 32 (its heuristic passes over algorithms
   // that need more). cuDNN's workspace keeps its size: its TF32 convolutions

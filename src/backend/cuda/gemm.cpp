@@ -7,6 +7,7 @@
 #include <cublas_api.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace lingbot::cuda {
 
@@ -61,6 +62,7 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  float measured_us = -1;  // the fastest trial's time, or -1 where the heuristic chose
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -73,8 +75,12 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(cudaStream_t stream, bool allow_tf32, size_t workspace_bytes)
-    : stream_(stream), allow_tf32_(allow_tf32), workspace_bytes_(workspace_bytes), bias_bf16_(stream, "bfloat16 biases") {
+Gemm::Gemm(cudaStream_t stream, bool allow_tf32, size_t workspace_bytes, GemmAlgorithm choice)
+    : stream_(stream),
+      allow_tf32_(allow_tf32),
+      choice_(choice),
+      workspace_bytes_(workspace_bytes),
+      bias_bf16_(stream, "bfloat16 biases") {
   LB_CUBLAS_CHECK(cublasLtCreate(&handle_));
   workspace_ = device_malloc(workspace_bytes_, "the cuBLASLt workspace");
 }
@@ -85,7 +91,7 @@ Gemm::~Gemm() {
   device_free(workspace_);  // cudaFree waits for the work that may still use it
 }
 
-Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
+Gemm::Plan* Gemm::find_plan(const Key& key, const Operands& operands) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
 
   const MatmulShape& s = key.shape;
@@ -98,7 +104,7 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
   if (key.bias != BiasKind::None) {
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
     set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, key.bias == BiasKind::F32 ? CUDA_R_32F : CUDA_R_16BF);
-    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);  // the heuristic reads its alignment
+    set_desc(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, operands.bias);  // the heuristic reads its alignment
   }
   const cudaDataType_t ab = cuda_type(s.ab_type), dt = cuda_type(s.d_type);
   LB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab, s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k, s.lda));
@@ -107,8 +113,13 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
 
   cublasLtMatmulPreference_t pref = nullptr;
   LB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  constexpr int kCandidates = 8;
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  // A measured choice times the heuristic's first candidates; a problem
+  // first met inside a graph capture takes the heuristic's choice, since
+  // trial runs cannot be captured.
+  const bool measure = choice_ == GemmAlgorithm::Measured && !is_capturing(stream_);
+  constexpr int kMaxCandidates = 16;
+  const int wanted = measure ? kMaxCandidates : 1;
+  cublasLtMatmulHeuristicResult_t results[kMaxCandidates] = {};
   int found = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
   try {
@@ -117,7 +128,7 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
     set_preference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key.align_b));
     set_preference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key.align_d));
     set_preference(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key.align_d));
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, kCandidates,
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, wanted,
                                             results, &found);
   } catch (...) {
     cublasLtMatmulPreferenceDestroy(pref);
@@ -130,19 +141,85 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const void* bias) {
   if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE) LB_CUBLAS_CHECK(status);
 
   // Candidates come best first.
-  const cublasLtMatmulHeuristicResult_t* chosen = nullptr;
-  for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i) {
-    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace_bytes_) {
-      chosen = &results[i];
-      break;
-    }
-  }
-  if (chosen == nullptr) {
+  std::vector<cublasLtMatmulAlgo_t> usable;
+  for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace_bytes_)
+      usable.push_back(results[i].algo);
+  if (usable.empty()) {
     plans_.emplace(key, nullptr);
     return nullptr;
   }
-  plan->algo = chosen->algo;
+  plan->algo = usable.front();
+  if (measure && usable.size() > 1) choose_by_measuring(*plan, usable, operands);
   return plans_.emplace(key, std::move(plan)).first->second.get();
+}
+
+// Times each candidate on the call's own operands and keeps the fastest.
+// The trials write D: the call's own output where the product overwrites
+// it (the real call follows), a scratch matrix of D's size where the
+// product adds into it. Each candidate runs once untimed (its first launch
+// loads its kernel), then kRounds rounds of kCalls calls, timed by CUDA
+// events; its time is its fastest round's mean. A candidate that fails to
+// launch is passed over; the first candidate stays when all fail.
+void Gemm::choose_by_measuring(Plan& plan, const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                               const Operands& operands) {
+  constexpr int kRounds = 3, kCalls = 5;
+  const MatmulShape& s = operands.shape;
+  void* d = operands.d;
+  void* trial_d = nullptr;
+  if (s.accumulate) {
+    const size_t bytes = static_cast<size_t>(s.ldd * (s.n - 1) + s.m) * dtype_size(s.d_type);
+    trial_d = device_malloc(bytes, "cuBLASLt trial output");
+    d = trial_d;
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  auto cleanup = [&] {
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (trial_d) {
+      (void)cudaStreamSynchronize(stream_);
+      device_free(trial_d);
+    }
+  };
+  try {
+    LB_CUDA_CHECK(cudaEventCreate(&start));
+    LB_CUDA_CHECK(cudaEventCreate(&stop));
+    if (operands.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, operands.bias);
+    const float one = 1.0f, zero = 0.0f;
+    float best_ms = -1;
+    for (const cublasLtMatmulAlgo_t& algo : candidates) {
+      auto call = [&] {
+        return cublasLtMatmul(handle_, plan.desc, &one, operands.a, plan.a, operands.b, plan.b,
+                              s.accumulate ? &one : &zero, d, plan.d, d, plan.d, &algo, workspace_, workspace_bytes_,
+                              stream_);
+      };
+      if (call() != CUBLAS_STATUS_SUCCESS) continue;
+      float fastest = -1;
+      for (int r = 0; r < kRounds; ++r) {
+        LB_CUDA_CHECK(cudaEventRecord(start, stream_));
+        for (int c = 0; c < kCalls; ++c) LB_CUBLAS_CHECK(call());
+        LB_CUDA_CHECK(cudaEventRecord(stop, stream_));
+        LB_CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (fastest < 0 || ms < fastest) fastest = ms;
+      }
+      if (best_ms < 0 || fastest < best_ms) {
+        best_ms = fastest;
+        plan.algo = algo;
+      }
+    }
+    plan.measured_us = best_ms < 0 ? -1.0f : best_ms * 1000.0f / kCalls;
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+}
+
+size_t Gemm::measured_plan_count() const {
+  return static_cast<size_t>(
+      std::count_if(plans_.begin(), plans_.end(), [](const auto& p) { return p.second && p.second->measured_us >= 0; }));
 }
 
 void Gemm::run(const Plan& plan, const void* a, const void* b, const void* bias, void* d, bool accumulate) {
@@ -173,7 +250,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   if (bias == nullptr || s.d_type == DType::F32) {
     key.bias = bias ? BiasKind::F32 : BiasKind::None;
     key.align_bias = alignment_of(bias);
-    const Plan* plan = find_plan(key, bias);
+    const Plan* plan = find_plan(key, {s, a, b, bias, d});
     LB_CHECK(plan != nullptr, "cuBLASLt offers no algorithm for {}", describe(s));
     run(*plan, a, b, bias, d, s.accumulate);
     return;
@@ -182,7 +259,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   if (bias_path_ == BiasPath::Auto) {
     key.bias = BiasKind::F32;
     key.align_bias = alignment_of(bias);
-    if (const Plan* plan = find_plan(key, bias)) {
+    if (const Plan* plan = find_plan(key, {s, a, b, bias, d})) {
       run(*plan, a, b, bias, d, s.accumulate);
       return;
     }
@@ -195,7 +272,7 @@ void Gemm::matmul(const MatmulShape& s, const void* a, const void* b, const floa
   }
   key.bias = BiasKind::BF16;
   key.align_bias = alignment_of(rounded);
-  const Plan* plan = find_plan(key, rounded);
+  const Plan* plan = find_plan(key, {s, a, b, rounded, d});
   LB_CHECK(plan != nullptr, "cuBLASLt offers no algorithm for {} with a bias", describe(s));
   run(*plan, a, b, rounded, d, s.accumulate);
 }

@@ -10,8 +10,9 @@
 // upstream's nn.GELU() is the exact erf form (the backend applies it in its
 // own kernel, see kernels::unary).
 //
-// Plans (descriptors, layouts and the algorithm cuBLASLt's heuristic picks)
-// are made once per problem — shape, types, and the alignment of every
+// Plans (descriptors, layouts and the algorithm: cuBLASLt's heuristic's
+// first pick, or with GemmAlgorithm::Measured the fastest of its first 16
+// candidates timed on the problem's first call) are made once per problem — shape, types, and the alignment of every
 // pointer, which decides which kernels are legal — and cached: frame after
 // frame the same problems come back, and a cached call allocates nothing
 // and does no host work beyond a map lookup. The workspace is one buffer,
@@ -20,6 +21,7 @@
 #pragma once
 
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/gemm_algorithm.h"
 #include "core/dtype.h"
 
 #include <cublasLt.h>
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <vector>
 
 namespace lingbot::cuda {
 
@@ -53,7 +56,8 @@ class Gemm {
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
   static constexpr size_t kLowMemoryWorkspaceBytes = size_t{4} << 20;
 
-  Gemm(cudaStream_t stream, bool allow_tf32, size_t workspace_bytes = kWorkspaceBytes);
+  Gemm(cudaStream_t stream, bool allow_tf32, size_t workspace_bytes = kWorkspaceBytes,
+       GemmAlgorithm choice = GemmAlgorithm::Heuristic);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -74,6 +78,8 @@ class Gemm {
   cudaStream_t stream() const { return stream_; }
   bool allow_tf32() const { return allow_tf32_; }
   size_t plan_count() const { return plans_.size(); }
+  // Plans whose algorithm was chosen by timing the candidates (GemmAlgorithm::Measured).
+  size_t measured_plan_count() const;
 
   // How a float32 bias reaches a bfloat16 output. Auto: passed as float32 to
   // the epilogue when cuBLASLt offers an algorithm for that (checked once per
@@ -95,13 +101,23 @@ class Gemm {
     auto operator<=>(const Key&) const = default;
   };
   struct Plan;
+  // The call a plan is made for: a measured choice times its candidates on these.
+  struct Operands {
+    const MatmulShape& shape;
+    const void* a;
+    const void* b;
+    const void* bias;
+    void* d;
+  };
 
   // The plan for `key`, made on first use; null when cuBLASLt offers no algorithm.
-  Plan* find_plan(const Key& key, const void* bias);
+  Plan* find_plan(const Key& key, const Operands& operands);
+  void choose_by_measuring(Plan& plan, const std::vector<cublasLtMatmulAlgo_t>& candidates, const Operands& operands);
   void run(const Plan& plan, const void* a, const void* b, const void* bias, void* d, bool accumulate);
 
   cudaStream_t stream_;
   bool allow_tf32_;
+  GemmAlgorithm choice_;
   BiasPath bias_path_ = BiasPath::Auto;
   cublasLtHandle_t handle_ = nullptr;
   size_t workspace_bytes_;

@@ -42,8 +42,9 @@ Tensor offset_view(const Tensor& data, DType dtype, bool misaligned) {
   return to_gpu(padded, dtype).slice(1, rows);
 }
 
-void check_linear(const LinearCase& c, uint64_t seed) {
-  CudaBackend& be = c.fp32 ? gpu_fp32() : gpu();
+// be: the backend to check, else the test's TF32 or full float32 one (c.fp32).
+void check_linear(const LinearCase& c, uint64_t seed, CudaBackend* backend = nullptr) {
+  CudaBackend& be = backend ? *backend : c.fp32 ? gpu_fp32() : gpu();
   // Weights scaled like a trained layer's (output variance ~1) so that the
   // bias is of the same size as the product and a lost bias shows.
   const float w_scale = std::sqrt(3.0f / static_cast<float>(c.k));
@@ -166,53 +167,84 @@ struct ResidualCase {
   bool f32_residual = false;  // a float32 residual stream under bf16 products (the model's blocks)
 };
 
+const ResidualCase kResidualCases[] = {
+    {"attn proj 978x1024->1024 bf16", 978, 1024, 1024, DType::BF16, true, true},
+    {"fc2 978x4096->1024 bf16", 978, 4096, 1024, DType::BF16, true, true},
+    {"proj 978x1024->1024 bf16 no gamma", 978, 1024, 1024, DType::BF16, true, false},
+    {"proj 64x1024->1024 f32 no bias tf32", 64, 1024, 1024, DType::F32, false, true},
+    {"fc2 7824x4096->1024 bf16", 7824, 4096, 1024, DType::BF16, true, true},
+    {"camera proj 8x2048->2048 tf32", 8, 2048, 2048, DType::F32, true, true},
+    {"camera fc2 8x8192->2048 fp32", 8, 8192, 2048, DType::F32, true, true, true},
+    {"camera fc2 1x8192->2048 fp32", 1, 8192, 2048, DType::F32, true, true, true},
+    {"odd 5x7->3 fp32 no bias no gamma", 5, 7, 3, DType::F32, false, false, true},
+    {"odd 3x9->5 bf16 gamma only misaligned", 3, 9, 5, DType::BF16, false, true, false, true},
+    // No gain and a float32 residual: the product accumulates into the
+    // residual in cuBLASLt's epilogue (the transformer blocks' updates).
+    {"proj 978x1024->1024 bf16 += f32 residual", 978, 1024, 1024, DType::BF16, true, false, false, false, true},
+    {"fc2 978x4096->1024 bf16 += f32 residual", 978, 4096, 1024, DType::BF16, true, false, false, false, true},
+    {"fc2 7824x4096->1024 bf16 += f32 residual", 7824, 4096, 1024, DType::BF16, true, false, false, false, true},
+    {"odd 3x9->5 bf16 += f32 residual misaligned, no bias", 3, 9, 5, DType::BF16, false, false, false, true, true},
+    {"proj 1x1024->1024 bf16 += f32 residual", 1, 1024, 1024, DType::BF16, true, false, false, false, true},
+    {"proj 64x1024->1024 tf32 += f32 residual", 64, 1024, 1024, DType::F32, true, false},
+};
+
+void check_linear_residual(const ResidualCase& c, uint64_t seed, CudaBackend* backend = nullptr) {
+  CudaBackend& be = backend ? *backend : c.fp32 ? gpu_fp32() : gpu();
+  const float w_scale = std::sqrt(3.0f / static_cast<float>(c.k));
+  const Tensor x = representable(random_host({c.n, c.k}, seed), c.dtype);
+  const Tensor w = representable(random_host({c.m, c.k}, seed + 1, -w_scale, w_scale), c.dtype);
+  const Tensor b = random_host({c.m}, seed + 2);
+  const Tensor g = random_host({c.m}, seed + 3, 0.25f, 2.0f);
+  const DType residual_dtype = c.f32_residual ? DType::F32 : c.dtype;
+  const Tensor residual = representable(random_host({c.n, c.m}, seed + 4), residual_dtype);
+
+  Tensor expected = residual.clone();
+  cpu().linear_residual(x, w, c.bias ? &b : nullptr, c.gamma ? &g : nullptr, expected);
+
+  const Tensor gb = to_gpu(b, DType::F32), gg = to_gpu(g, DType::F32);
+  Tensor gres = offset_view(residual, residual_dtype, c.misaligned);
+  be.linear_residual(to_gpu(x, c.dtype), to_gpu(w, c.dtype), c.bias ? &gb : nullptr, c.gamma ? &gg : nullptr, gres);
+  // bf16 inputs into a float32 residual: the inputs are exact in bf16 and
+  // nothing is rounded to bf16, so only float32 summation order remains
+  // (a bf16 rounding anywhere would exceed the bound 100-fold).
+  const double bound = c.dtype == DType::BF16 ? (c.f32_residual ? kFp32Bound : kBf16Bound)
+                                              : (c.fp32 ? kFp32Bound : kTf32Bound);
+  EXPECT_TRUE(matches(gres, expected, bound, c.name));
+}
+
 TEST(CudaBackendLinear, LinearResidualMatchesCpu) {
   LB_REQUIRE_CUDA_DEVICE();
-  const ResidualCase cases[] = {
-      {"attn proj 978x1024->1024 bf16", 978, 1024, 1024, DType::BF16, true, true},
-      {"fc2 978x4096->1024 bf16", 978, 4096, 1024, DType::BF16, true, true},
-      {"proj 978x1024->1024 bf16 no gamma", 978, 1024, 1024, DType::BF16, true, false},
-      {"proj 64x1024->1024 f32 no bias tf32", 64, 1024, 1024, DType::F32, false, true},
-      {"fc2 7824x4096->1024 bf16", 7824, 4096, 1024, DType::BF16, true, true},
-      {"camera proj 8x2048->2048 tf32", 8, 2048, 2048, DType::F32, true, true},
-      {"camera fc2 8x8192->2048 fp32", 8, 8192, 2048, DType::F32, true, true, true},
-      {"camera fc2 1x8192->2048 fp32", 1, 8192, 2048, DType::F32, true, true, true},
-      {"odd 5x7->3 fp32 no bias no gamma", 5, 7, 3, DType::F32, false, false, true},
-      {"odd 3x9->5 bf16 gamma only misaligned", 3, 9, 5, DType::BF16, false, true, false, true},
-      // No gain and a float32 residual: the product accumulates into the
-      // residual in cuBLASLt's epilogue (the transformer blocks' updates).
-      {"proj 978x1024->1024 bf16 += f32 residual", 978, 1024, 1024, DType::BF16, true, false, false, false, true},
-      {"fc2 978x4096->1024 bf16 += f32 residual", 978, 4096, 1024, DType::BF16, true, false, false, false, true},
-      {"fc2 7824x4096->1024 bf16 += f32 residual", 7824, 4096, 1024, DType::BF16, true, false, false, false, true},
-      {"odd 3x9->5 bf16 += f32 residual misaligned, no bias", 3, 9, 5, DType::BF16, false, false, false, true, true},
-      {"proj 1x1024->1024 bf16 += f32 residual", 1, 1024, 1024, DType::BF16, true, false, false, false, true},
-      {"proj 64x1024->1024 tf32 += f32 residual", 64, 1024, 1024, DType::F32, true, false},
-  };
   uint64_t seed = 500;
-  for (const ResidualCase& c : cases) {
+  for (const ResidualCase& c : kResidualCases) {
     SCOPED_TRACE(c.name);
-    CudaBackend& be = c.fp32 ? gpu_fp32() : gpu();
-    const float w_scale = std::sqrt(3.0f / static_cast<float>(c.k));
-    const Tensor x = representable(random_host({c.n, c.k}, seed += 10), c.dtype);
-    const Tensor w = representable(random_host({c.m, c.k}, seed + 1, -w_scale, w_scale), c.dtype);
-    const Tensor b = random_host({c.m}, seed + 2);
-    const Tensor g = random_host({c.m}, seed + 3, 0.25f, 2.0f);
-    const DType residual_dtype = c.f32_residual ? DType::F32 : c.dtype;
-    const Tensor residual = representable(random_host({c.n, c.m}, seed + 4), residual_dtype);
-
-    Tensor expected = residual.clone();
-    cpu().linear_residual(x, w, c.bias ? &b : nullptr, c.gamma ? &g : nullptr, expected);
-
-    const Tensor gb = to_gpu(b, DType::F32), gg = to_gpu(g, DType::F32);
-    Tensor gres = offset_view(residual, residual_dtype, c.misaligned);
-    be.linear_residual(to_gpu(x, c.dtype), to_gpu(w, c.dtype), c.bias ? &gb : nullptr, c.gamma ? &gg : nullptr, gres);
-    // bf16 inputs into a float32 residual: the inputs are exact in bf16 and
-    // nothing is rounded to bf16, so only float32 summation order remains
-    // (a bf16 rounding anywhere would exceed the bound 100-fold).
-    const double bound = c.dtype == DType::BF16 ? (c.f32_residual ? kFp32Bound : kBf16Bound)
-                                                : (c.fp32 ? kFp32Bound : kTf32Bound);
-    EXPECT_TRUE(matches(gres, expected, bound, c.name));
+    check_linear_residual(c, seed += 10);
   }
+}
+
+// With GemmAlgorithm::Measured the candidates are timed on the call's own
+// operands before the real call. The products must be the same as ever:
+// above all an update residual += product, which a trial run into the
+// residual itself would apply more than once.
+TEST(CudaBackendLinear, MeasuredAlgorithmsGiveTheSameProducts) {
+  LB_REQUIRE_CUDA_DEVICE();
+  CudaBackendOptions o;
+  o.sync_after_each_op = true;
+  o.gemm_algorithm = GemmAlgorithm::Measured;
+  static CudaBackend* measured = new CudaBackend(o);  // never destroyed, as gpu()
+  o.allow_tf32 = false;
+  static CudaBackend* measured_fp32 = new CudaBackend(o);
+  uint64_t seed = 900;
+  for (const LinearCase& c : kLinearCases) {
+    SCOPED_TRACE(c.name);
+    check_linear(c, seed += 10, c.fp32 ? measured_fp32 : measured);
+  }
+  for (const ResidualCase& c : kResidualCases) {
+    SCOPED_TRACE(c.name);
+    check_linear_residual(c, seed += 10, c.fp32 ? measured_fp32 : measured);
+  }
+  // The model's shapes offer several candidates each, so at least those were timed.
+  EXPECT_GE(measured->gemm().measured_plan_count(), 8u);
+  EXPECT_EQ(gpu().gemm().measured_plan_count(), 0u) << "the default is cuBLASLt's heuristic";
 }
 
 // Plans are made once per problem and reused: the second call of a shape
