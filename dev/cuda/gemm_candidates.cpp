@@ -9,7 +9,7 @@
 // column-major) = W^T X with the bias in the epilogue; bf16 out, or float32
 // D += product (the residual update).
 //
-// Build and run on the GPU machine:
+// Built with -DLINGBOT_DEV=ON (gemm_candidates_dev), or alone on the GPU machine:
 //   g++ -O2 -std=c++20 dev/cuda/gemm_candidates.cpp -I/usr/local/cuda/include \
 //       -L/usr/local/cuda/lib64 -lcublasLt -lcudart -o /tmp/gemm_candidates && /tmp/gemm_candidates
 #include <cublasLt.h>
