@@ -6,8 +6,8 @@
 // timed with CUDA events (5 warm-up calls, then 9 rounds of 20 calls,
 // median round) and the table lists the first candidate's time beside the
 // fastest one's. Shapes as Gemm::linear passes them: D (out_f x rows,
-// column-major) = W^T X with the bias in the epilogue; bf16 out, or float32
-// D += product (the residual update).
+// column-major) = W^T X with the bias in the epilogue; bf16 out with a bf16
+// bias, or float32 D += product with a float32 bias (the residual update).
 //
 // Built with -DLINGBOT_DEV=ON (gemm_candidates_dev), or alone on the GPU machine:
 //   g++ -O2 -std=c++20 dev/cuda/gemm_candidates.cpp -I/usr/local/cuda/include \
@@ -79,7 +79,8 @@ int main() {
     CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof(n)));
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    const cudaDataType_t bias_type = CUDA_R_32F;
+    // cuBLASLt takes no float32 bias with a bfloat16 D (Gemm rounds it to bf16 first).
+    const cudaDataType_t bias_type = p.residual ? CUDA_R_32F : CUDA_R_16BF;
     CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     CHECK_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     cublasLtMatrixLayout_t la, lb, ld;
