@@ -107,9 +107,9 @@
          "ranking, no trial runs) or measured (every algorithm timed on the first call, as PyTorch's "        \
          "cudnn.benchmark; the first frame takes longer)")                                                    \
   CHOICE(Cuda, gemm_algorithm, "heuristic", "heuristic|measured",                                              \
-         "How the cuBLASLt matrix products pick their algorithm, once per problem: heuristic (cuBLASLt's first "  \
-         "candidate) or measured (its first 16 candidates timed on the first call, the fastest kept; the first "  \
-         "frame takes longer)")                                                                                  \
+         "How the cuBLASLt matrix products pick their algorithm, once per problem: heuristic (cuBLASLt's "     \
+         "first candidate) or measured (its first 16 candidates timed on the first call, the fastest kept "    \
+         "where it is at least 5% faster than the first; the first frame takes longer)")                      \
   CHOICE(Cuda, memory_profile, "default", "default|low",                                                       \
          "Device memory: default, or low for small GPUs (kv_window 32, kv_dtype fp8 and camera_head_weights "   \
          "bf16 unless set, the scale phase's buffers freed before the first streamed frame, 4 MiB cuBLASLt "    \

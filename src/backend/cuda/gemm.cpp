@@ -154,16 +154,20 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const Operands& operands) {
   return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
-// Times each candidate on the call's own operands and keeps the fastest.
-// The trials write D: the call's own output where the product overwrites
-// it (the real call follows), a scratch matrix of D's size where the
-// product adds into it. Each candidate runs once untimed (its first launch
-// loads its kernel), then kRounds rounds of kCalls calls, timed by CUDA
-// events; its time is its fastest round's mean. A candidate that fails to
-// launch is passed over; the first candidate stays when all fail.
+// Times each candidate on the call's own operands and keeps the fastest,
+// unless it beats the heuristic's first by less than kMinGain: the trials'
+// timings vary by a few percent, and a choice that followed them there
+// would change from run to run (and with it the products' rounding) for
+// nothing. The trials write D: the call's own output where the product
+// overwrites it (the real call follows), a scratch matrix of D's size where
+// the product adds into it. Each candidate runs once untimed (its first
+// launch loads its kernel), then kRounds rounds of kCalls calls, timed by
+// CUDA events; its time is its fastest round's mean. A candidate that fails
+// to launch is passed over; the first candidate stays when all fail.
 void Gemm::choose_by_measuring(Plan& plan, const std::vector<cublasLtMatmulAlgo_t>& candidates,
                                const Operands& operands) {
   constexpr int kRounds = 3, kCalls = 5;
+  constexpr float kMinGain = 0.05f;
   const MatmulShape& s = operands.shape;
   void* d = operands.d;
   void* trial_d = nullptr;
@@ -186,7 +190,8 @@ void Gemm::choose_by_measuring(Plan& plan, const std::vector<cublasLtMatmulAlgo_
     LB_CUDA_CHECK(cudaEventCreate(&stop));
     if (operands.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, operands.bias);
     const float one = 1.0f, zero = 0.0f;
-    float best_ms = -1;
+    float first_ms = -1, best_ms = -1;
+    const cublasLtMatmulAlgo_t* best = nullptr;
     for (const cublasLtMatmulAlgo_t& algo : candidates) {
       auto call = [&] {
         return cublasLtMatmul(handle_, plan.desc, &one, operands.a, plan.a, operands.b, plan.b,
@@ -204,11 +209,17 @@ void Gemm::choose_by_measuring(Plan& plan, const std::vector<cublasLtMatmulAlgo_
         LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
         if (fastest < 0 || ms < fastest) fastest = ms;
       }
+      if (&algo == &candidates.front()) first_ms = fastest;
       if (best_ms < 0 || fastest < best_ms) {
         best_ms = fastest;
-        plan.algo = algo;
+        best = &algo;
       }
     }
+    if (best && first_ms >= 0 && best_ms > (1.0f - kMinGain) * first_ms) {
+      best = &candidates.front();
+      best_ms = first_ms;
+    }
+    if (best) plan.algo = *best;
     plan.measured_us = best_ms < 0 ? -1.0f : best_ms * 1000.0f / kCalls;
   } catch (...) {
     cleanup();
