@@ -63,17 +63,16 @@ TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
   EXPECT_EQ(cuda_from_table.low_memory, cuda_library.low_memory);
 }
 
-TEST(OptionTable, ConvAlgorithmReachesTheCudaBackend) {
+// The two libraries' algorithm choices reach the CUDA backend, each on its own.
+TEST(OptionTable, AlgorithmChoicesReachTheCudaBackend) {
   Options o;
   o.conv_algorithm = "measured";
   EXPECT_EQ(cuda_backend_options(o).conv_algorithm, cuda::ConvAlgorithm::Measured);
+  EXPECT_EQ(cuda_backend_options(o).gemm_algorithm, cuda::GemmAlgorithm::Heuristic);
+  o.gemm_algorithm = "measured";
+  EXPECT_EQ(cuda_backend_options(o).gemm_algorithm, cuda::GemmAlgorithm::Measured);
   o.conv_algorithm = "heuristic";
   EXPECT_EQ(cuda_backend_options(o).conv_algorithm, cuda::ConvAlgorithm::Heuristic);
-}
-
-TEST(OptionTable, GemmAlgorithmReachesTheCudaBackend) {
-  Options o;
-  o.gemm_algorithm = "measured";
   EXPECT_EQ(cuda_backend_options(o).gemm_algorithm, cuda::GemmAlgorithm::Measured);
   o.gemm_algorithm = "heuristic";
   EXPECT_EQ(cuda_backend_options(o).gemm_algorithm, cuda::GemmAlgorithm::Heuristic);

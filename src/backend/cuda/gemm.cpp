@@ -62,7 +62,7 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  float measured_us = -1;  // the fastest trial's time, or -1 where the heuristic chose
+  float measured_us = -1;  // the chosen candidate's time per call in the trials, or -1 where none ran
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -117,8 +117,8 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const Operands& operands) {
   // first met inside a graph capture takes the heuristic's choice, since
   // trial runs cannot be captured.
   const bool measure = choice_ == GemmAlgorithm::Measured && !is_capturing(stream_);
-  constexpr int kMaxCandidates = 16;
-  const int wanted = measure ? kMaxCandidates : 1;
+  constexpr int kHeuristicCandidates = 8, kMaxCandidates = 16;
+  const int wanted = measure ? kMaxCandidates : kHeuristicCandidates;
   cublasLtMatmulHeuristicResult_t results[kMaxCandidates] = {};
   int found = 0;
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
@@ -140,7 +140,7 @@ Gemm::Plan* Gemm::find_plan(const Key& key, const Operands& operands) {
   // caller falls back to another formulation.
   if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_INVALID_VALUE) LB_CUBLAS_CHECK(status);
 
-  // Candidates come best first.
+  // Candidates come best first; without measuring, the first usable one is taken.
   std::vector<cublasLtMatmulAlgo_t> usable;
   for (int i = 0; i < found && status == CUBLAS_STATUS_SUCCESS; ++i)
     if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= workspace_bytes_)

@@ -11,12 +11,13 @@
 // own kernel, see kernels::unary).
 //
 // Plans (descriptors, layouts and the algorithm: cuBLASLt's heuristic's
-// first pick, or with GemmAlgorithm::Measured the fastest of its first 16
-// candidates timed on the problem's first call where it is at least 5%
-// faster than the first) are made once per problem — shape, types, and the alignment of every
-// pointer, which decides which kernels are legal — and cached: frame after
-// frame the same problems come back, and a cached call allocates nothing
-// and does no host work beyond a map lookup. The workspace is one buffer,
+// first usable pick, or with GemmAlgorithm::Measured the fastest of its
+// first 16 candidates timed on the problem's first call, where it is at
+// least 5% faster than the first) are made once per problem — shape,
+// types, and the alignment of every pointer, which decides which kernels
+// are legal — and cached: frame after frame the same problems come back,
+// and a cached call allocates nothing and does no host work beyond a map
+// lookup. The workspace is one buffer,
 // allocated up front: 32 MiB, or 4 MiB in the low-memory profile (the
 // heuristic then passes over algorithms that need more).
 #pragma once
