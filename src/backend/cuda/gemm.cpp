@@ -7,6 +7,7 @@
 #include <cublas_api.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace lingbot::cuda {
@@ -170,62 +171,48 @@ void Gemm::choose_by_measuring(Plan& plan, const std::vector<cublasLtMatmulAlgo_
   constexpr float kMinGain = 0.05f;
   const MatmulShape& s = operands.shape;
   void* d = operands.d;
-  void* trial_d = nullptr;
-  if (s.accumulate) {
-    const size_t bytes = static_cast<size_t>(s.ldd * (s.n - 1) + s.m) * dtype_size(s.d_type);
-    trial_d = device_malloc(bytes, "cuBLASLt trial output");
-    d = trial_d;
-  }
-  cudaEvent_t start = nullptr, stop = nullptr;
-  auto cleanup = [&] {
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    if (trial_d) {
-      (void)cudaStreamSynchronize(stream_);
-      device_free(trial_d);
-    }
+  DeviceScratch trial_d(stream_, "cuBLASLt trial output");  // freed, once the trials are done, on leaving
+  if (s.accumulate) d = trial_d.get(static_cast<size_t>(s.ldd * (s.n - 1) + s.m) * dtype_size(s.d_type));
+  using Event = std::unique_ptr<CUevent_st, cudaError_t (*)(cudaEvent_t)>;
+  auto make_event = [] {
+    cudaEvent_t e = nullptr;
+    LB_CUDA_CHECK(cudaEventCreate(&e));
+    return Event(e, cudaEventDestroy);
   };
-  try {
-    LB_CUDA_CHECK(cudaEventCreate(&start));
-    LB_CUDA_CHECK(cudaEventCreate(&stop));
-    if (operands.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, operands.bias);
-    const float one = 1.0f, zero = 0.0f;
-    float first_ms = -1, best_ms = -1;
-    const cublasLtMatmulAlgo_t* best = nullptr;
-    for (const cublasLtMatmulAlgo_t& algo : candidates) {
-      auto call = [&] {
-        return cublasLtMatmul(handle_, plan.desc, &one, operands.a, plan.a, operands.b, plan.b,
-                              s.accumulate ? &one : &zero, d, plan.d, d, plan.d, &algo, workspace_, workspace_bytes_,
-                              stream_);
-      };
-      if (call() != CUBLAS_STATUS_SUCCESS) continue;
-      float fastest = -1;
-      for (int r = 0; r < kRounds; ++r) {
-        LB_CUDA_CHECK(cudaEventRecord(start, stream_));
-        for (int c = 0; c < kCalls; ++c) LB_CUBLAS_CHECK(call());
-        LB_CUDA_CHECK(cudaEventRecord(stop, stream_));
-        LB_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        if (fastest < 0 || ms < fastest) fastest = ms;
-      }
-      if (&algo == &candidates.front()) first_ms = fastest;
-      if (best_ms < 0 || fastest < best_ms) {
-        best_ms = fastest;
-        best = &algo;
-      }
+  const Event start = make_event(), stop = make_event();
+  if (operands.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, operands.bias);
+  const float one = 1.0f, zero = 0.0f;
+  float first_ms = -1, best_ms = -1;
+  const cublasLtMatmulAlgo_t* best = nullptr;
+  for (const cublasLtMatmulAlgo_t& algo : candidates) {
+    auto call = [&] {
+      return cublasLtMatmul(handle_, plan.desc, &one, operands.a, plan.a, operands.b, plan.b,
+                            s.accumulate ? &one : &zero, d, plan.d, d, plan.d, &algo, workspace_, workspace_bytes_,
+                            stream_);
+    };
+    if (call() != CUBLAS_STATUS_SUCCESS) continue;
+    float fastest = -1;
+    for (int r = 0; r < kRounds; ++r) {
+      LB_CUDA_CHECK(cudaEventRecord(start.get(), stream_));
+      for (int c = 0; c < kCalls; ++c) LB_CUBLAS_CHECK(call());
+      LB_CUDA_CHECK(cudaEventRecord(stop.get(), stream_));
+      LB_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+      float ms = 0;
+      LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      if (fastest < 0 || ms < fastest) fastest = ms;
     }
-    if (best && first_ms >= 0 && best_ms > (1.0f - kMinGain) * first_ms) {
-      best = &candidates.front();
-      best_ms = first_ms;
+    if (&algo == &candidates.front()) first_ms = fastest;
+    if (best_ms < 0 || fastest < best_ms) {
+      best_ms = fastest;
+      best = &algo;
     }
-    if (best) plan.algo = *best;
-    plan.measured_us = best_ms < 0 ? -1.0f : best_ms * 1000.0f / kCalls;
-  } catch (...) {
-    cleanup();
-    throw;
   }
-  cleanup();
+  if (best && first_ms >= 0 && best_ms > (1.0f - kMinGain) * first_ms) {
+    best = &candidates.front();
+    best_ms = first_ms;
+  }
+  if (best) plan.algo = *best;
+  plan.measured_us = best_ms < 0 ? -1.0f : best_ms * 1000.0f / kCalls;
 }
 
 size_t Gemm::measured_plan_count() const {
