@@ -20,11 +20,6 @@
 //   BM_LayerNorm/<N>: bf16 [N, 1024]; GB/s counts one read and one write.
 //   BM_LayerNormF32In/<N>: the aggregator's norm1/norm2: float32 residual
 //     stream [N, 1024] in, bf16 out; GB/s counts 4 + 2 bytes per element.
-//   BM_LayerNormChain/programmatic:<0|1>: 20 LayerNorms of bf16 [978, 1024],
-//     each reading the one before's output, captured as one CUDA graph and
-//     replayed; time per LayerNorm, with our kernels' programmatic launches
-//     off (0) or on (1, the default): what a boundary between two of our
-//     kernels costs either way.
 //   BM_SplitQkv/<N>: bf16 qkv [N, 3072] -> q, k, v with qk-norm and 2D RoPE;
 //     GB/s counts the qkv read and the three writes.
 //   BM_Conv2d/<case>/<bf16>/<measured>: the depth head's convolutions of one
@@ -35,7 +30,6 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/conv.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernel_launch.h"
 #include "model/rope.h"
 
 #include <benchmark/benchmark.h>
@@ -225,46 +219,6 @@ void BM_LayerNorm(benchmark::State& state) {
 BENCHMARK(BM_LayerNorm)
     ->ArgNames({"N", "f32_in"})
     ->ArgsProduct({{978, 7824}, {0, 1}})
-    ->UseManualTime()
-    ->Unit(benchmark::kMicrosecond);
-
-void BM_LayerNormChain(benchmark::State& state) {
-  constexpr int kChain = 20;
-  const int64_t n = 978, c = 1024;
-  CudaBackend& be = backend();
-  cuda::allow_programmatic_launch(state.range(0) != 0);
-  const Tensor w = random_device(be, {c}, DType::F32);
-  const Tensor b = random_device(be, {c}, DType::F32);
-  Tensor x[2] = {random_device(be, {n, c}, DType::BF16), be.alloc({n, c}, DType::BF16)};
-  auto chain = [&] {
-    for (int i = 0; i < kChain; ++i) be.layer_norm(x[i % 2], &w, &b, 1e-5f, x[(i + 1) % 2]);
-  };
-  chain();  // warm-up outside the capture
-  be.begin_capture();
-  chain();
-  const std::shared_ptr<void> graph = be.end_capture();
-  be.replay(graph);
-  be.synchronize();
-  cudaEvent_t start, stop;
-  LB_CUDA_CHECK(cudaEventCreate(&start));
-  LB_CUDA_CHECK(cudaEventCreate(&stop));
-  for (auto _ : state) {
-    LB_CUDA_CHECK(cudaEventRecord(start, be.stream()));
-    be.replay(graph);
-    LB_CUDA_CHECK(cudaEventRecord(stop, be.stream()));
-    LB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    LB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    state.SetIterationTime(ms / 1e3 / kChain);
-  }
-  LB_CUDA_CHECK(cudaEventDestroy(start));
-  LB_CUDA_CHECK(cudaEventDestroy(stop));
-  cuda::allow_programmatic_launch(true);
-}
-BENCHMARK(BM_LayerNormChain)
-    ->ArgName("programmatic")
-    ->Arg(0)
-    ->Arg(1)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond);
 
