@@ -93,10 +93,6 @@
          "Preprocessing, as upstream's load_and_preprocess_images mode: crop (resize to the width, keep the "   \
          "middle rows) or pad (resize the longest side, pad with white to a square)")                           \
   BOOL(Cuda, cuda_graphs, true, "Replay streaming steps as CUDA graphs", "Run every step eagerly (no CUDA graphs)") \
-  BOOL(Cuda, programmatic_launch, true,                                                                         \
-       "On Hopper, launch each of lingbot-map's kernels while the kernel before it finishes (programmatic "    \
-       "dependent launch: it waits on the GPU, not in the launch queue)",                                      \
-       "Launch every kernel only after the one before it has finished")                                         \
   BOOL(Cuda, cuda_sync, false,                                                                                  \
        "Wait for the GPU after every op and name the op whose kernel failed (debugging; slow)",               \
        "Ops only enqueue work on the GPU")                                                                      \

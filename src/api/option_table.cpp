@@ -252,7 +252,6 @@ cuda::CudaBackendOptions cuda_backend_options(const Options& o) {
   c.conv_algorithm = o.conv_algorithm == "measured" ? cuda::ConvAlgorithm::Measured : cuda::ConvAlgorithm::Heuristic;
   c.gemm_algorithm = o.gemm_algorithm == "measured" ? cuda::GemmAlgorithm::Measured : cuda::GemmAlgorithm::Heuristic;
   c.low_memory = o.memory_profile == "low";
-  c.programmatic_launch = o.programmatic_launch;
   return c;
 }
 

@@ -16,8 +16,6 @@ namespace lingbot {
 const std::vector<EnvironmentVariable>& environment_variables() {
   static const std::vector<EnvironmentVariable> variables = {
       {"LINGBOT_CUDA_GRAPHS", "cuda_graphs", "0", "run every step eagerly, no CUDA graphs (as --no-cuda-graphs)"},
-      {"LINGBOT_PROGRAMMATIC_LAUNCH", "programmatic_launch", "0",
-       "launch every kernel only after the one before it has finished (as --no-programmatic-launch)"},
       {"LINGBOT_CUDA_SYNC", "cuda_sync", "1",
        "wait for the GPU after every op and name the op whose kernel failed (as --cuda-sync)"},
       {"LINGBOT_CUDA_LANE_PRIORITY", "lane_priority", "equal|main",
@@ -54,15 +52,10 @@ EnvironmentSettings read_environment(Options& options, const std::function<bool(
       continue;
     }
     if (given(v.option)) continue;
-    // The switches keep their historical spelling: graphs and programmatic
-    // launches off with 0, synchronisation on with 1; any other value leaves
-    // them alone.
+    // The two switches keep their historical spelling: graphs off with 0,
+    // synchronisation on with 1; any other value leaves them alone.
     if (v.option == "cuda_graphs") {
       if (value == "0") options.cuda_graphs = false;
-      continue;
-    }
-    if (v.option == "programmatic_launch") {
-      if (value == "0") options.programmatic_launch = false;
       continue;
     }
     if (v.option == "cuda_sync") {

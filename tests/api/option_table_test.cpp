@@ -61,7 +61,6 @@ TEST(OptionTable, LibraryDefaultsAreTheTablesDefaults) {
   EXPECT_EQ(cuda_from_table.conv_algorithm, cuda_library.conv_algorithm);
   EXPECT_EQ(cuda_from_table.gemm_algorithm, cuda_library.gemm_algorithm);
   EXPECT_EQ(cuda_from_table.low_memory, cuda_library.low_memory);
-  EXPECT_EQ(cuda_from_table.programmatic_launch, cuda_library.programmatic_launch);
 }
 
 // The two libraries' algorithm choices reach the CUDA backend, each on its own.

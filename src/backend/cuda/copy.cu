@@ -2,7 +2,6 @@
 // token-matrix -> NCHW transpose of the DPT head.
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 #include <algorithm>
 
@@ -14,7 +13,6 @@ namespace {
 template <typename U>
 __global__ void copy_2d_kernel(U* dst, int64_t dst_pitch, const U* src, int64_t src_pitch, int64_t units_per_row,
                                int64_t height) {
-  await_previous_kernels();
   const int64_t n = units_per_row * height;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / units_per_row, u = i % units_per_row;
@@ -27,8 +25,8 @@ void launch_copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_p
                     int64_t height, cudaStream_t stream) {
   constexpr int64_t s = sizeof(U);
   const int64_t units = width_bytes / s;
-  launch_kernel(copy_2d_kernel<U>, grid_for(units * height), kThreads, 0, stream, static_cast<U*>(dst), dst_pitch / s,
-                static_cast<const U*>(src), src_pitch / s, units, height);
+  copy_2d_kernel<U><<<grid_for(units * height), kThreads, 0, stream>>>(
+      static_cast<U*>(dst), dst_pitch / s, static_cast<const U*>(src), src_pitch / s, units, height);
 }
 
 // Tiled transpose of each batch's [plane, channels] matrix into [channels, plane]:
@@ -38,7 +36,6 @@ constexpr int kTile = 32;
 
 template <typename T>
 __global__ void tokens_to_nchw_kernel(const T* tokens, T* maps, int64_t plane, int64_t channels) {
-  await_previous_kernels();
   __shared__ T tile[kTile][kTile + 1];  // +1: no bank conflicts on the transposed read
   const int64_t b = blockIdx.z;
   const int64_t c0 = int64_t{blockIdx.x} * kTile;
@@ -79,6 +76,7 @@ void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, i
   } else {
     launch_copy_2d<uint8_t>(dst, dst_pitch, src, src_pitch, width_bytes, height, stream);
   }
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void tokens_to_nchw(const void* tokens, void* maps, DType dtype, int64_t batches, int64_t plane, int64_t channels,
@@ -92,9 +90,10 @@ void tokens_to_nchw(const void* tokens, void* maps, DType dtype, int64_t batches
   const dim3 block(kTile, 8);
   dispatch_float(dtype, "tokens_to_nchw", [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(tokens_to_nchw_kernel<T>, grid, block, 0, stream, static_cast<const T*>(tokens),
-                  static_cast<T*>(maps), plane, channels);
+    tokens_to_nchw_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(tokens), static_cast<T*>(maps), plane,
+                                                         channels);
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace lingbot::cuda::kernels

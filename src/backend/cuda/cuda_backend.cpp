@@ -15,7 +15,6 @@
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/graph_capture.h"
-#include "backend/cuda/kernel_launch.h"
 #include "backend/cuda/kernels.h"
 
 #include <fmt/format.h>
@@ -145,7 +144,6 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options) : options_(options) 
                              prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
 
   register_device_allocator(Device::CUDA, tensor_allocator(options_.device));
-  allow_programmatic_launch(options_.programmatic_launch);
   // Only lowered, never raised: the driver raises it for kernels that need
   // more, and the process may hold other backends (or other CUDA code).
   // Memory, not correctness: a driver that refuses keeps its own limit

@@ -41,11 +41,6 @@ struct CudaBackendOptions {
   // use it to transpose the DPT head's NCHW maps, and without it they fall
   // back to slower kernels.
   bool low_memory = false;
-  // Launch our kernels with programmatic dependent launch where the GPU has
-  // it (kernel_launch.cuh): each may start while the kernel before it in the
-  // stream finishes, and waits on the GPU for it. Both settings compute the
-  // same results. Process-wide: the last backend made decides.
-  bool programmatic_launch = option_defaults::programmatic_launch;
   // The CUDA context's per-thread stack limit, lowered to this by every
   // backend (never raised). The driver reserves local memory for that stack
   // for every thread the GPU can hold at once, about 270 MB at its default

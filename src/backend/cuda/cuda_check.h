@@ -1,9 +1,9 @@
 // Checking the return codes of the CUDA runtime.
 //
 // Every runtime call of the backend goes through LB_CUDA_CHECK, every kernel
-// launch through launch_kernel (kernel_launch.cuh), which checks it. A
-// failure becomes a lingbot::Error whose one line names the call, the CUDA
-// error and where it happened, e.g.
+// launch is followed by LB_CUDA_CHECK_LAUNCH. A failure becomes a
+// lingbot::Error whose one line names the call, the CUDA error and where it
+// happened, e.g.
 //   "cuda: cudaMalloc(&p, bytes) failed: out of memory (cudaErrorMemoryAllocation) at src/backend/cuda/cuda_backend.cu:57"
 // cuBLASLt and cuDNN have their own checks next to their only users
 // (gemm.cu, conv.cu).
@@ -26,3 +26,7 @@ namespace lingbot::cuda {
     if (lb_cuda_status_ != cudaSuccess)                                     \
       ::lingbot::cuda::fail_cuda(lb_cuda_status_, #call, __FILE__, __LINE__); \
   } while (0)
+
+// After a <<<...>>> launch: reports a bad launch configuration at once
+// (errors inside the kernel surface at the next synchronising call).
+#define LB_CUDA_CHECK_LAUNCH() LB_CUDA_CHECK(cudaGetLastError())

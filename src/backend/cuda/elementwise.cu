@@ -7,7 +7,6 @@
 // 16-byte aligned, and finishes the last n % pack elements one by one.
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 namespace lingbot::cuda::kernels {
 
@@ -17,7 +16,6 @@ namespace {
 
 template <typename T>
 __global__ void fill_kernel(T* data, int64_t n, float value) {
-  await_previous_kernels();
   const T v = from_float<T>(value);
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     data[i] = v;
@@ -25,7 +23,6 @@ __global__ void fill_kernel(T* data, int64_t n, float value) {
 
 template <typename S, typename D>
 __global__ void convert_kernel(const S* src, D* dst, int64_t n) {
-  await_previous_kernels();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     dst[i] = from_float<D>(to_float(src[i]));
 }
@@ -49,7 +46,6 @@ struct UnaryOp {
 
 template <typename T, bool kVec>
 __global__ void unary_kernel(const T* x, T* out, int64_t n, UnaryOp op) {
-  await_previous_kernels();
   constexpr int P = kPack<T>;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -70,7 +66,6 @@ __global__ void unary_kernel(const T* x, T* out, int64_t n, UnaryOp op) {
 
 template <typename T, bool kVec>
 __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
-  await_previous_kernels();
   constexpr int P = kPack<T>;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -93,7 +88,6 @@ __global__ void add_kernel(const T* a, const T* b, T* out, int64_t n) {
 // x[r, c] += y[c] for x seen as [rows, m] (rows_grid).
 template <typename X, typename Y>
 __global__ void add_broadcast_kernel(X* x, int64_t rows, const Y* y, int64_t m) {
-  await_previous_kernels();
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     X* xr = x + r * m;
     for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < m; c += int64_t{gridDim.x} * blockDim.x)
@@ -104,7 +98,6 @@ __global__ void add_broadcast_kernel(X* x, int64_t rows, const Y* y, int64_t m) 
 // mod [rows, 3 * cols] = [shift | scale | gate] per row.
 template <typename T>
 __global__ void adaln_kernel(const T* xn, const T* mod, const T* residual, T* out, int64_t rows, int64_t cols) {
-  await_previous_kernels();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
@@ -119,7 +112,6 @@ __global__ void adaln_kernel(const T* xn, const T* mod, const T* residual, T* ou
 // in one row and all three move with 16-byte loads.
 template <typename T, bool kVec>
 __global__ void residual_kernel(T* residual, const float* y, const float* gamma, int64_t rows, int64_t cols) {
-  await_previous_kernels();
   constexpr int P = kPack<T>;
   const int64_t n = rows * cols;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
@@ -151,7 +143,6 @@ __global__ void residual_kernel(T* residual, const float* y, const float* gamma,
 
 // x[b, ch, :] += bias[ch]; rows (b, ch) of `plane` elements (rows_grid).
 __global__ void channel_bias_kernel(float* x, const float* bias, int64_t rows, int64_t channels, int64_t plane) {
-  await_previous_kernels();
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     float* xr = x + r * plane;
     const float v = bias[r % channels];
@@ -166,8 +157,9 @@ void fill(void* data, DType dtype, int64_t n, float value, cudaStream_t stream) 
   if (n == 0) return;
   dispatch_float_or_half(dtype, "fill", [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(fill_kernel<T>, grid_for(n), kThreads, 0, stream, static_cast<T*>(data), n, value);
+    fill_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(data), n, value);
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n, cudaStream_t stream) {
@@ -176,10 +168,10 @@ void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t
     dispatch_float_or_half(dst_type, "convert", [&](auto d) {
       using S = decltype(s);
       using D = decltype(d);
-      launch_kernel(convert_kernel<S, D>, grid_for(n), kThreads, 0, stream, static_cast<const S*>(src),
-                    static_cast<D*>(dst), n);
+      convert_kernel<S, D><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
     });
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void unary(const void* x, void* out, DType dtype, int64_t n, Unary op, cudaStream_t stream) {
@@ -190,11 +182,12 @@ void unary(const void* x, void* out, DType dtype, int64_t n, Unary op, cudaStrea
     const T* px = static_cast<const T*>(x);
     T* po = static_cast<T*>(out);
     if (vec) {
-      launch_kernel(unary_kernel<T, true>, grid_for(n / kPack<T> + 1), kThreads, 0, stream, px, po, n, UnaryOp{op});
+      unary_kernel<T, true><<<grid_for(n / kPack<T> + 1), kThreads, 0, stream>>>(px, po, n, UnaryOp{op});
     } else {
-      launch_kernel(unary_kernel<T, false>, grid_for(n), kThreads, 0, stream, px, po, n, UnaryOp{op});
+      unary_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(px, po, n, UnaryOp{op});
     }
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void add(const void* a, const void* b, void* out, DType dtype, int64_t n, cudaStream_t stream) {
@@ -206,11 +199,12 @@ void add(const void* a, const void* b, void* out, DType dtype, int64_t n, cudaSt
     const T* pb = static_cast<const T*>(b);
     T* po = static_cast<T*>(out);
     if (vec) {
-      launch_kernel(add_kernel<T, true>, grid_for(n / kPack<T> + 1), kThreads, 0, stream, pa, pb, po, n);
+      add_kernel<T, true><<<grid_for(n / kPack<T> + 1), kThreads, 0, stream>>>(pa, pb, po, n);
     } else {
-      launch_kernel(add_kernel<T, false>, grid_for(n), kThreads, 0, stream, pa, pb, po, n);
+      add_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(pa, pb, po, n);
     }
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void add_broadcast(void* x, DType x_type, int64_t n, const void* y, DType y_type, int64_t m, cudaStream_t stream) {
@@ -219,10 +213,11 @@ void add_broadcast(void* x, DType x_type, int64_t n, const void* y, DType y_type
     dispatch_float(y_type, "add_broadcast", [&](auto yt) {
       using X = decltype(xt);
       using Y = decltype(yt);
-      launch_kernel(add_broadcast_kernel<X, Y>, rows_grid(n / m, m), kThreads, 0, stream, static_cast<X*>(x), n / m,
-                    static_cast<const Y*>(y), m);
+      add_broadcast_kernel<X, Y><<<rows_grid(n / m, m), kThreads, 0, stream>>>(static_cast<X*>(x), n / m,
+                                                                               static_cast<const Y*>(y), m);
     });
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void adaln_modulate(const void* xn, const void* mod, const void* residual, void* out, DType dtype, int64_t rows,
@@ -230,9 +225,11 @@ void adaln_modulate(const void* xn, const void* mod, const void* residual, void*
   if (rows * cols == 0) return;
   dispatch_float(dtype, "adaln_modulate", [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(adaln_kernel<T>, grid_for(rows * cols), kThreads, 0, stream, static_cast<const T*>(xn),
-                  static_cast<const T*>(mod), static_cast<const T*>(residual), static_cast<T*>(out), rows, cols);
+    adaln_kernel<T><<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        static_cast<const T*>(xn), static_cast<const T*>(mod), static_cast<const T*>(residual), static_cast<T*>(out),
+        rows, cols);
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void residual_update(void* residual, DType dtype, const float* y, const float* gamma, int64_t rows, int64_t cols,
@@ -243,19 +240,21 @@ void residual_update(void* residual, DType dtype, const float* y, const float* g
     using T = decltype(tag);
     T* r = static_cast<T*>(residual);
     if (cols % kPack<T> == 0 && aligned16(residual) && aligned16(y) && (gamma == nullptr || aligned16(gamma))) {
-      launch_kernel(residual_kernel<T, true>, grid_for(n / kPack<T> + 1), kThreads, 0, stream, r, y, gamma, rows, cols);
+      residual_kernel<T, true><<<grid_for(n / kPack<T> + 1), kThreads, 0, stream>>>(r, y, gamma, rows, cols);
     } else {
-      launch_kernel(residual_kernel<T, false>, grid_for(n), kThreads, 0, stream, r, y, gamma, rows, cols);
+      residual_kernel<T, false><<<grid_for(n), kThreads, 0, stream>>>(r, y, gamma, rows, cols);
     }
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void add_channel_bias(float* x, const float* bias, int64_t batches, int64_t channels, int64_t plane,
                       cudaStream_t stream) {
   const int64_t n = batches * channels * plane;
   if (n == 0) return;
-  launch_kernel(channel_bias_kernel, rows_grid(batches * channels, plane), kThreads, 0, stream, x, bias,
-                batches * channels, channels, plane);
+  channel_bias_kernel<<<rows_grid(batches * channels, plane), kThreads, 0, stream>>>(x, bias, batches * channels,
+                                                                                    channels, plane);
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace lingbot::cuda::kernels

@@ -17,7 +17,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 #include <algorithm>
 #include <type_traits>
@@ -56,7 +55,6 @@ template <int kRows, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                 float* __restrict__ out, int64_t k, int64_t m) {
-  await_previous_kernels();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int64_t col = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
   if (col >= m) return;
@@ -120,7 +118,6 @@ template <int kRows, bool kVec>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_bf16w_kernel(const float* __restrict__ x, const uint16_t* __restrict__ w, const float* __restrict__ bias,
                       float* __restrict__ out, int64_t k, int64_t m) {
-  await_previous_kernels();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int64_t col = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
   if (col >= m) return;
@@ -177,9 +174,9 @@ void launch(const float* x, const W* w, const float* bias, float* out, int64_t k
   const auto kernel = [&](auto vec_tag) {
     constexpr bool kVec = decltype(vec_tag)::value;
     if constexpr (std::is_same_v<W, float>) {
-      launch_kernel(gemv_kernel<kRows, kVec>, blocks, kWarpsPerBlock * 32, 0, stream, x, w, bias, out, k, m);
+      gemv_kernel<kRows, kVec><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
     } else {
-      launch_kernel(gemv_bf16w_kernel<kRows, kVec>, blocks, kWarpsPerBlock * 32, 0, stream, x, w, bias, out, k, m);
+      gemv_bf16w_kernel<kRows, kVec><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(x, w, bias, out, k, m);
     }
   };
   if (vec) {
@@ -187,6 +184,7 @@ void launch(const float* x, const W* w, const float* bias, float* out, int64_t k
   } else {
     kernel(std::false_type{});
   }
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 // launch<rows> for a run-time rows in 1 .. kGemvMaxRows.

@@ -5,7 +5,6 @@
 // neighbouring elements (coalesced).
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -24,7 +23,6 @@ struct Normalisation {
 template <typename T>
 __global__ void patchify_kernel(const float* images, int64_t batches, int64_t height, int64_t width, int p,
                                 Normalisation norm, T* patches) {
-  await_previous_kernels();
   const int64_t gh = height / p, gw = width / p;
   const int64_t row = 3 * int64_t{p} * p;
   const int64_t n = batches * gh * gw * row;
@@ -41,7 +39,6 @@ __global__ void patchify_kernel(const float* images, int64_t batches, int64_t he
 // out[b, co, oy, ox] = y[((co * k + oy % k) * k + ox % k), (oy / k) * w + ox / k] + bias[co]
 __global__ void scatter_transposed_conv_kernel(const float* y, const float* bias, float* out, int64_t cout, int64_t h,
                                                int64_t w, int k) {
-  await_previous_kernels();
   const int64_t oh = h * k, ow = w * k;
   const int64_t n = cout * oh * ow;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
@@ -75,7 +72,6 @@ __device__ __forceinline__ Tap<I> tap(float scale, I o, I last) {
 __global__ void resize_bilinear_kernel(const float* __restrict__ x, const float* __restrict__ add, int64_t add_planes,
                                        AxisTerm axes, float* __restrict__ out, int64_t rows, int64_t ih, int64_t iw,
                                        int64_t oh, int64_t ow, float scale_h, float scale_w) {
-  await_previous_kernels();
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t plane = row / oh, oy = row - plane * oh;
     const Tap<int64_t> ty = tap(scale_h, oy, ih - 1);
@@ -159,7 +155,6 @@ template <typename T, int V>
 __global__ void conv_epilogue_nhwc_kernel(T* __restrict__ out, const float* __restrict__ bias,
                                           const T* __restrict__ residual, bool relu_out, int64_t n,
                                           int64_t channels) {
-  await_previous_kernels();
   const int64_t step = int64_t{gridDim.x} * blockDim.x * V;
   for (int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * V; i < n; i += step) {
     Floats<T, V> v = Floats<T, V>::load(out + i);
@@ -187,7 +182,6 @@ template <typename T>
 __global__ void scatter_transposed_conv_nhwc_kernel(const float* __restrict__ y, const float* __restrict__ bias,
                                                     T* __restrict__ out, int64_t n, int64_t cout, int64_t h,
                                                     int64_t w, int k) {
-  await_previous_kernels();
   const int64_t oh = h * k, ow = w * k;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < n; o += int64_t{gridDim.x} * blockDim.x) {
     const int64_t co = o % cout, pixel = o / cout;
@@ -206,7 +200,6 @@ template <typename T, int V>
 __global__ void resize_bilinear_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ add, int64_t add_maps,
                                             AxisTerm axes, T* __restrict__ out, int64_t rows, int64_t ih, int64_t iw,
                                             int64_t oh, int ow, int channels, float scale_h, float scale_w) {
-  await_previous_kernels();
   const int row_vectors = ow * channels / V;
   const int last = static_cast<int>(iw - 1);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -264,17 +257,19 @@ void patchify(const float* images, int64_t batches, int64_t height, int64_t widt
   }
   dispatch_float(patches_type, "patchify", [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(patchify_kernel<T>, grid_for(n), kThreads, 0, stream, images, batches, height, width, patch, norm,
-                  static_cast<T*>(patches));
+    patchify_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(images, batches, height, width, patch, norm,
+                                                             static_cast<T*>(patches));
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void scatter_transposed_conv(const float* y, const float* bias, float* out, int64_t batch, int64_t cout, int64_t h,
                              int64_t w, int k, cudaStream_t stream) {
   const int64_t per_batch = cout * h * k * w * k;
   if (per_batch == 0) return;
-  launch_kernel(scatter_transposed_conv_kernel, grid_for(per_batch), kThreads, 0, stream, y, bias,
-                out + batch * per_batch, cout, h, w, k);
+  scatter_transposed_conv_kernel<<<grid_for(per_batch), kThreads, 0, stream>>>(y, bias, out + batch * per_batch, cout,
+                                                                               h, w, k);
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void resize_bilinear(const float* x, const float* add, int64_t add_planes, float* out, int64_t planes, int64_t ih,
@@ -286,8 +281,9 @@ void resize_bilinear(const float* x, const float* add, int64_t add_planes, float
   const int64_t rows = planes * oh;
   constexpr int kRowThreads = 128;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  launch_kernel(resize_bilinear_kernel, blocks, kRowThreads, 0, stream, x, add, add_planes, axes, out, rows, ih, iw, oh,
-                ow, scale_h, scale_w);
+  resize_bilinear_kernel<<<blocks, kRowThreads, 0, stream>>>(x, add, add_planes, axes, out, rows, ih, iw, oh, ow,
+                                                             scale_h, scale_w);
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void conv_epilogue_nhwc(void* out, DType maps, const float* bias, const void* residual, bool relu_out,
@@ -301,13 +297,12 @@ void conv_epilogue_nhwc(void* out, DType maps, const float* bias, const void* re
     T* o = static_cast<T*>(out);
     const T* r = static_cast<const T*>(residual);
     if (vector) {
-      launch_kernel(conv_epilogue_nhwc_kernel<T, 4>, grid_for(n / 4), kThreads, 0, stream, o, bias, r, relu_out, n,
-                    channels);
+      conv_epilogue_nhwc_kernel<T, 4><<<grid_for(n / 4), kThreads, 0, stream>>>(o, bias, r, relu_out, n, channels);
     } else {
-      launch_kernel(conv_epilogue_nhwc_kernel<T, 1>, grid_for(n), kThreads, 0, stream, o, bias, r, relu_out, n,
-                    channels);
+      conv_epilogue_nhwc_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(o, bias, r, relu_out, n, channels);
     }
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void scatter_transposed_conv_nhwc(const float* y, const float* bias, void* out, DType maps, int64_t batches,
@@ -316,9 +311,10 @@ void scatter_transposed_conv_nhwc(const float* y, const float* bias, void* out, 
   if (n == 0) return;
   dispatch_float(maps, "scatter_transposed_conv_nhwc", [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(scatter_transposed_conv_nhwc_kernel<T>, grid_for(n), kThreads, 0, stream, y, bias,
-                  static_cast<T*>(out), n, cout, h, w, k);
+    scatter_transposed_conv_nhwc_kernel<T>
+        <<<grid_for(n), kThreads, 0, stream>>>(y, bias, static_cast<T*>(out), n, cout, h, w, k);
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void resize_bilinear_nhwc(const void* x, const void* add, int64_t add_maps, void* out, DType maps, int64_t batches,
@@ -338,13 +334,14 @@ void resize_bilinear_nhwc(const void* x, const void* add, int64_t add_maps, void
     const T* a = static_cast<const T*>(add);
     T* dst = static_cast<T*>(out);
     if (vector) {
-      launch_kernel(resize_bilinear_nhwc_kernel<T, 4>, blocks, kRowThreads, 0, stream, src, a, add_maps, axes, dst,
-                    rows, ih, iw, oh, w, c, scale_h, scale_w);
+      resize_bilinear_nhwc_kernel<T, 4>
+          <<<blocks, kRowThreads, 0, stream>>>(src, a, add_maps, axes, dst, rows, ih, iw, oh, w, c, scale_h, scale_w);
     } else {
-      launch_kernel(resize_bilinear_nhwc_kernel<T, 1>, blocks, kRowThreads, 0, stream, src, a, add_maps, axes, dst,
-                    rows, ih, iw, oh, w, c, scale_h, scale_w);
+      resize_bilinear_nhwc_kernel<T, 1>
+          <<<blocks, kRowThreads, 0, stream>>>(src, a, add_maps, axes, dst, rows, ih, iw, oh, w, c, scale_h, scale_w);
     }
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace lingbot::cuda::kernels

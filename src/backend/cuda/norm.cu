@@ -5,7 +5,6 @@
 // 1 / sqrtf(var + eps) with IEEE sqrt and division.
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 namespace lingbot::cuda::kernels {
 
@@ -28,7 +27,6 @@ constexpr int kRowsPerBlock = kLayerNormThreads / 32;
 template <typename TI, typename TO, bool kVec>
 __global__ void layer_norm_kernel(const TI* x, TO* out, const float* w, const float* b, int64_t rows, int64_t cols,
                                   float eps) {
-  await_previous_kernels();
   const int lane = threadIdx.x % 32;
   const float inv_cols = 1.0f / static_cast<float>(cols);
   for (int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.x / 32; row < rows;
@@ -122,7 +120,6 @@ __global__ void layer_norm_kernel(const TI* x, TO* out, const float* w, const fl
 template <typename TI, typename TO, int kGroups>
 __global__ void layer_norm_cached_kernel(const TI* x, TO* out, const float* __restrict__ w,
                                          const float* __restrict__ b, int64_t rows, int64_t cols, float eps) {
-  await_previous_kernels();
   constexpr bool kAffineInRegisters = kGroups <= 4;
   constexpr int kAffineGroups = kAffineInRegisters ? kGroups : 1;
   const int lane = threadIdx.x % 32;
@@ -221,20 +218,17 @@ void layer_norm(const void* x, DType x_type, void* out, DType out_type, const fl
       const TI* px = static_cast<const TI*>(x);
       TO* po = static_cast<TO*>(out);
       if (vec && affine_vec && cols <= 32 * 4 * 8) {
-        launch_kernel(layer_norm_cached_kernel<TI, TO, 4>, grid, kLayerNormThreads, 0, stream, px, po, w, b, rows, cols,
-                      eps);
+        layer_norm_cached_kernel<TI, TO, 4><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
       } else if (vec && affine_vec && cols <= 32 * 8 * 8) {
-        launch_kernel(layer_norm_cached_kernel<TI, TO, 8>, grid, kLayerNormThreads, 0, stream, px, po, w, b, rows, cols,
-                      eps);
+        layer_norm_cached_kernel<TI, TO, 8><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
       } else if (vec) {
-        launch_kernel(layer_norm_kernel<TI, TO, true>, grid, kLayerNormThreads, 0, stream, px, po, w, b, rows, cols,
-                      eps);
+        layer_norm_kernel<TI, TO, true><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
       } else {
-        launch_kernel(layer_norm_kernel<TI, TO, false>, grid, kLayerNormThreads, 0, stream, px, po, w, b, rows, cols,
-                      eps);
+        layer_norm_kernel<TI, TO, false><<<grid, kLayerNormThreads, 0, stream>>>(px, po, w, b, rows, cols, eps);
       }
     });
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace lingbot::cuda::kernels

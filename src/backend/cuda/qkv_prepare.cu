@@ -7,7 +7,6 @@
 // sqrt and division, as in norm.cu.
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 namespace lingbot::cuda::kernels {
 
@@ -45,7 +44,6 @@ __device__ __forceinline__ float rope_element(const float* x, int i, int head_di
 
 template <typename T, bool kVec>
 __global__ void split_qkv_kernel(SplitQkv a) {
-  await_previous_kernels();
   extern __shared__ float staged[];  // [2, C]: q then k of the current token
   constexpr int P = kPack<T>;
   const int D = a.head_dim;
@@ -220,7 +218,6 @@ __device__ __forceinline__ void rope_interleaved_pack(float (&x)[P], const float
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 4) split_qkv64_pack_kernel(SplitQkv a) {
-  await_previous_kernels();
   constexpr int P = kPack<T>;
   constexpr int kLanes = kSplit64Dim / P;  // lanes per head vector
   constexpr int kItemsPerWarp = kSplit64ItemsPerWarp<T>;
@@ -305,8 +302,9 @@ void split_qkv(const SplitQkv& a, cudaStream_t stream) {
       constexpr int64_t kItemsPerBlock = kThreads / 32 * kSplit64ItemsPerWarp<T>;
       const unsigned grid = static_cast<unsigned>(
           std::min<int64_t>((a.tokens * a.heads + kItemsPerBlock - 1) / kItemsPerBlock, int64_t{1} << 20));
-      launch_kernel(split_qkv64_pack_kernel<T>, grid, kThreads, 0, stream, a);
+      split_qkv64_pack_kernel<T><<<grid, kThreads, 0, stream>>>(a);
     });
+    LB_CUDA_CHECK_LAUNCH();
     return;
   }
   if (!a.norm && a.rope == SplitQkv::Rope::None) {  // a plain split: three strided copies
@@ -322,11 +320,12 @@ void split_qkv(const SplitQkv& a, cudaStream_t stream) {
   dispatch_float(a.dtype, "split_qkv", [&](auto tag) {
     using T = decltype(tag);
     if (C % kPack<T> == 0 && aligned16(a.qkv) && aligned16(a.q) && aligned16(a.k) && aligned16(a.v)) {
-      launch_kernel(split_qkv_kernel<T, true>, grid, kThreads, shared, stream, a);
+      split_qkv_kernel<T, true><<<grid, kThreads, shared, stream>>>(a);
     } else {
-      launch_kernel(split_qkv_kernel<T, false>, grid, kThreads, shared, stream, a);
+      split_qkv_kernel<T, false><<<grid, kThreads, shared, stream>>>(a);
     }
   });
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace lingbot::cuda::kernels

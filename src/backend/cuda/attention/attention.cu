@@ -28,7 +28,6 @@ constexpr int kNaiveThreads = 128;
 
 template <typename T, typename Keys>
 __global__ void __launch_bounds__(kNaiveThreads) attention_naive_kernel(AttentionArgs<T> a, Keys keys) {
-  await_previous_kernels();
   const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;  // (query row, head)
   if (idx >= a.total_rows() * a.num_heads) return;
   const int64_t i = idx / a.num_heads;
@@ -82,7 +81,6 @@ __device__ __forceinline__ float warp_all_sum(float v) {
 
 template <typename T, typename Keys>
 __global__ void __launch_bounds__(kWarpThreads) attention_warp_kernel(AttentionArgs<T> a, Keys keys) {
-  await_previous_kernels();
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int64_t item = int64_t{blockIdx.x} * kWarpsPerCta + (threadIdx.x >> 5);
   const int64_t nq = a.total_rows();
@@ -182,7 +180,6 @@ template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine_kernel(const float* part_o, const float* part_lse, int32_t splits, int64_t rows_heads,
                              int32_t head_dim, T* out) {
-  await_previous_kernels();
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int chunks = (head_dim + 31) / 32;
   const int64_t total = rows_heads * head_dim;
@@ -230,7 +227,6 @@ constexpr int kCombine64MaxSplits = 8;
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     attention_combine64_kernel(const float* part_o, const float* part_lse, int32_t splits, int64_t rows_heads, T* out) {
-  await_previous_kernels();
   constexpr int kDim = 64;
   const int64_t total = rows_heads * kDim;
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;  // (row-head, 4 dims)
@@ -287,8 +283,8 @@ void launch_attention(AttentionKernel kernel, const AttentionArgs<T>& a, const K
   } else {
     switch (kernel) {
       case AttentionKernel::Naive:
-        launch_kernel(attention_naive_kernel<T, Keys>, blocks_for(items, kNaiveThreads), kNaiveThreads, 0, stream, a,
-                      keys);
+        attention_naive_kernel<T, Keys><<<blocks_for(items, kNaiveThreads), kNaiveThreads, 0, stream>>>(a, keys);
+        LB_CUDA_CHECK_LAUNCH();
         break;
       case AttentionKernel::Mma:
         if constexpr (std::is_same_v<T, bf16>) {
@@ -304,19 +300,22 @@ void launch_attention(AttentionKernel kernel, const AttentionArgs<T>& a, const K
         [[fallthrough]];  // not reached: the host picks them for bf16 only
       case AttentionKernel::Warp:
       case AttentionKernel::Auto:
-        launch_kernel(attention_warp_kernel<T, Keys>, blocks_for(items * a.splits * 32, kWarpThreads), kWarpThreads, 0,
-                      stream, a, keys);
+        attention_warp_kernel<T, Keys>
+            <<<blocks_for(items * a.splits * 32, kWarpThreads), kWarpThreads, 0, stream>>>(a, keys);
+        LB_CUDA_CHECK_LAUNCH();
         break;
     }
   }
   if (a.splits > 1 && a.head_dim == 64 && a.splits <= kCombine64MaxSplits) {
-    launch_kernel(attention_combine64_kernel<T>, blocks_for(items * 16, kCombineThreads), kCombineThreads, 0, stream,
-                  a.part_o, a.part_lse, a.splits, items, a.out);
+    attention_combine64_kernel<T><<<blocks_for(items * 16, kCombineThreads), kCombineThreads, 0, stream>>>(
+        a.part_o, a.part_lse, a.splits, items, a.out);
+    LB_CUDA_CHECK_LAUNCH();
   } else if (a.splits > 1) {
     const int64_t warps = items * ((a.head_dim + 31) / 32);
     const unsigned blocks = std::min<unsigned>(blocks_for(warps * 32, kCombineThreads), 65535u);
-    launch_kernel(attention_combine_kernel<T>, blocks, kCombineThreads, 0, stream, a.part_o, a.part_lse, a.splits,
-                  items, a.head_dim, a.out);
+    attention_combine_kernel<T><<<blocks, kCombineThreads, 0, stream>>>(a.part_o, a.part_lse, a.splits, items,
+                                                                        a.head_dim, a.out);
+    LB_CUDA_CHECK_LAUNCH();
   }
 }
 

@@ -12,7 +12,6 @@
 #include "backend/cuda/attention/dense_key_view.cuh"
 #include "backend/cuda/attention/paged_key_view.cuh"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -78,7 +77,8 @@ template <auto kKernel, typename Keys>
 void launch_tensor_core_kernel(const AttentionArgs<__nv_bfloat16>& args, const Keys& keys, int threads,
                                int smem_bytes, int query_rows, cudaStream_t stream) {
   if (smem_bytes > 0) allow_dynamic_smem<kKernel>(smem_bytes);
-  launch_kernel(kKernel, tensor_core_grid(args, query_rows), threads, smem_bytes, stream, args, keys);
+  kKernel<<<tensor_core_grid(args, query_rows), threads, smem_bytes, stream>>>(args, keys);
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 template <auto kKernel>

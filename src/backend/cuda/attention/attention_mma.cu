@@ -97,7 +97,6 @@ __device__ __forceinline__ int tile_offset(int row, int chunk) { return row * kD
 
 template <typename Keys>
 __global__ void __launch_bounds__(kThreads, 2) attention_mma_kernel(AttentionArgs<bf16> a, Keys keys) {
-  await_previous_kernels();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   __shared__ alignas(128) bf16 sk[2][kBc * kD];
   __shared__ alignas(128) bf16 sv[2][kBc * kD];

@@ -213,7 +213,6 @@ __device__ __forceinline__ void produce_fp8_tiles(const PagedFp8View& view, int3
 template <int kConsumers, typename Keys>
 __global__ void __launch_bounds__(threads_of<kConsumers>(), 1)
     attention_wgmma_ws_kernel(AttentionArgs<bf16> a, Keys keys) {
-  await_previous_kernels();
 #if LB_WGMMA
   constexpr bool kFp8 = std::is_same_v<Keys, PagedFp8Keys>;
   using Shape = WsShape<kConsumers>;

@@ -1,7 +1,6 @@
 #include "backend/cuda/kv/kv_append.h"
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 #include <cuda_runtime.h>
 
@@ -17,7 +16,6 @@ constexpr int kAppendBlocksPerSm = 2;
 template <typename Unit>
 __global__ void __launch_bounds__(kAppendThreads)
     kv_append_kernel(const KvTableHeader* table, int block, const char* k, const char* v) {
-  await_previous_kernels();
   const KvTableHeader& t = *table;
   const int64_t units_per_row = t.row_bytes / static_cast<int64_t>(sizeof(Unit));
   const int64_t total = int64_t{t.num_moves} * 2 * units_per_row;
@@ -40,8 +38,9 @@ __global__ void __launch_bounds__(kAppendThreads)
 
 template <typename Unit>
 void launch(const KvTableHeader* table, int block, const void* k, const void* v, cudaStream_t stream) {
-  launch_kernel(kv_append_kernel<Unit>, current_device_sm_count() * kAppendBlocksPerSm, kAppendThreads, 0, stream,
-                table, block, static_cast<const char*>(k), static_cast<const char*>(v));
+  kv_append_kernel<Unit><<<current_device_sm_count() * kAppendBlocksPerSm, kAppendThreads, 0, stream>>>(
+      table, block, static_cast<const char*>(k), static_cast<const char*>(v));
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

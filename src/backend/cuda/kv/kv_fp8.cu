@@ -3,7 +3,6 @@
 #include "backend/cuda/kv/fp8_decode.cuh"
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/kernel_launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -50,7 +49,6 @@ __device__ __forceinline__ float load(const float* p, int i) { return p[i]; }
 template <typename In>
 __global__ void __launch_bounds__(kThreads)
     kv_append_fp8_kernel(const KvTableHeader* table, int block, const In* k, const In* v, int num_heads, int head_dim) {
-  await_previous_kernels();
   const KvTableHeader& t = *table;
   const int lane = threadIdx.x % 32;
   const int64_t items = int64_t{t.num_moves} * 2 * num_heads;
@@ -89,7 +87,6 @@ __global__ void __launch_bounds__(kThreads)
 // One warp per (visible page, K or V, slot, head).
 __global__ void __launch_bounds__(kThreads)
     kv_dequantise_kernel(const KvTableHeader* table, int block, const KvTableHeader* staging, Fp8PageShape shape) {
-  await_previous_kernels();
   const KvTableHeader& t = *table;
   const KvTableHeader& out_table = *staging;
   const int lane = threadIdx.x % 32;
@@ -134,7 +131,6 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     kv_dequantise_vector_kernel(const KvTableHeader* table, int block, const KvTableHeader* staging,
                                 Fp8PageShape shape) {
-  await_previous_kernels();
   const KvTableHeader& t = *table;
   const KvTableHeader& out_table = *staging;
   const int chunks = static_cast<int>(shape.codes_bytes() / 16);  // per page
@@ -158,13 +154,14 @@ void launch_kv_append_fp8(const KvTableHeader* table, int block, const void* k, 
                           const Fp8PageShape& shape, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(current_device_sm_count() * kBlocksPerSm);
   if (input_is_bf16) {
-    launch_kernel(kv_append_fp8_kernel<__nv_bfloat16>, grid, kThreads, 0, stream, table, block,
-                  static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v), shape.num_heads,
-                  shape.head_dim);
+    kv_append_fp8_kernel<<<grid, kThreads, 0, stream>>>(table, block, static_cast<const __nv_bfloat16*>(k),
+                                                        static_cast<const __nv_bfloat16*>(v), shape.num_heads,
+                                                        shape.head_dim);
   } else {
-    launch_kernel(kv_append_fp8_kernel<float>, grid, kThreads, 0, stream, table, block, static_cast<const float*>(k),
-                  static_cast<const float*>(v), shape.num_heads, shape.head_dim);
+    kv_append_fp8_kernel<<<grid, kThreads, 0, stream>>>(table, block, static_cast<const float*>(k),
+                                                        static_cast<const float*>(v), shape.num_heads, shape.head_dim);
   }
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 void launch_kv_dequantise(const KvTableHeader* table, int block, const KvTableHeader* staging,
@@ -176,12 +173,12 @@ void launch_kv_dequantise(const KvTableHeader* table, int block, const KvTableHe
     const int64_t chunks = shape.codes_bytes() / 16;
     const unsigned x = static_cast<unsigned>(std::min<int64_t>((chunks + kThreads - 1) / kThreads, 1024));
     const unsigned y = static_cast<unsigned>(std::max(1, current_device_sm_count() * kBlocksPerSm * 8 / static_cast<int>(x)));
-    launch_kernel(kv_dequantise_vector_kernel, dim3(x, std::min(y, 64u)), kThreads, 0, stream, table, block, staging,
-                  shape);
+    kv_dequantise_vector_kernel<<<dim3(x, std::min(y, 64u)), kThreads, 0, stream>>>(table, block, staging, shape);
   } else {
     const unsigned grid = static_cast<unsigned>(current_device_sm_count() * kBlocksPerSm * 2);
-    launch_kernel(kv_dequantise_kernel, grid, kThreads, 0, stream, table, block, staging, shape);
+    kv_dequantise_kernel<<<grid, kThreads, 0, stream>>>(table, block, staging, shape);
   }
+  LB_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace lingbot::cuda
