@@ -37,6 +37,11 @@
   CHOICE(Device, cpu_dtype, "fp32", "fp32|bf16",                                                             \
          "Number type of the CPU path's transformer: fp32, or bf16 (bfloat16 weights and activations with "    \
          "float32 sums, through oneDNN; for CPUs with AVX512-BF16 or AMX; half the weight memory)")             \
+  CHOICE(Device, cpu_bf16_products, "auto", "auto|amx|onednn|widened",                                       \
+         "Kernel of the bf16 mode's matrix products (--cpu-dtype bf16): auto (amx where the CPU has AMX-BF16, "  \
+         "else whichever of onednn and widened runs faster here), amx (ours on AMX tiles), onednn (oneDNN's "  \
+         "bf16 matmul; needs AVX512-BF16) or widened (bf16 weights widened to float32 for sgemm). The same "   \
+         "results up to float32 rounding")                                                                      \
   CHOICE(Stream, kv_cache, "paged", "paged|dense", "Layout of the KV cache: paged or dense (same results)")     \
   CHOICE(Stream, kv_dtype, "auto", "auto|bf16|fp8",                                                          \
          "Storage of the KV cache's keys and values: auto (the compute type: bfloat16 on the GPU, float32 on "  \

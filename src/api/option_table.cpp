@@ -280,7 +280,7 @@ std::unique_ptr<Backend> make_backend(const Options& o) {
     }
   }
   if (device == "cuda") return cuda_module::make_backend(cuda_backend_options(o));
-  return make_cpu_backend(capped_threads(o.threads), o.cpu_isa, o.cpu_dtype);
+  return make_cpu_backend(capped_threads(o.threads), o.cpu_isa, o.cpu_dtype, o.cpu_bf16_products);
 }
 
 }  // namespace lingbot

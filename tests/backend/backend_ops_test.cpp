@@ -7,6 +7,7 @@
 #include "backend_ops_table.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/onednn_matmul.h"
 
 namespace lingbot::test::ops {
@@ -22,9 +23,13 @@ BackendUnderTest cpu_backend(int threads) {
 }
 
 BackendUnderTest cpu_bf16_backend(cpu::Bf16Products products) {
-  const bool onednn = products == cpu::Bf16Products::OnednnBf16;
-  return {onednn ? "CpuBf16Onednn" : "CpuBf16Widened", [products, onednn](std::string* why) -> std::shared_ptr<Backend> {
-            if (onednn && !cpu::cpu_has_bf16_arithmetic()) {
+  const char* names[] = {"CpuBf16Amx", "CpuBf16Onednn", "CpuBf16Widened"};
+  return {names[static_cast<int>(products)], [products](std::string* why) -> std::shared_ptr<Backend> {
+            if (products == cpu::Bf16Products::AmxTiles && !cpu::linear_amx_available()) {
+              *why = "this CPU lacks AMX-BF16 tiles (our AMX products)";
+              return nullptr;
+            }
+            if (products == cpu::Bf16Products::OnednnBf16 && !cpu::cpu_has_bf16_arithmetic()) {
               *why = "this CPU lacks AVX512-BF16 (oneDNN's bf16 matmul)";
               return nullptr;
             }
@@ -36,7 +41,8 @@ INSTANTIATE_TEST_SUITE_P(BackendOps, OpTable,
                          ::testing::Combine(::testing::ValuesIn(op_cases()),
                                             ::testing::Values(cpu_backend(1), cpu_backend(2),
                                                               cpu_bf16_backend(cpu::Bf16Products::WidenedSgemm),
-                                                              cpu_bf16_backend(cpu::Bf16Products::OnednnBf16))),
+                                                              cpu_bf16_backend(cpu::Bf16Products::OnednnBf16),
+                                                              cpu_bf16_backend(cpu::Bf16Products::AmxTiles))),
                          op_param_name);
 
 }  // namespace

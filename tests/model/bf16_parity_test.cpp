@@ -9,6 +9,7 @@
 // more than fp32 rounding, and its weights take much less memory).
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "checkpoint/checkpoint.h"
 #include "core/error.h"
@@ -23,6 +24,7 @@
 
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 using namespace lingbot;
 
@@ -85,6 +87,11 @@ TEST(ParityBf16, SmallModelWithinTheBf16BarOfUpstreamFp32) {
     kernels.push_back(cpu::Bf16Products::OnednnBf16);
   } else {
     std::printf("  oneDNN bf16 matmul: this CPU lacks AVX512-BF16, skipped\n");
+  }
+  if (cpu::linear_amx_available()) {
+    kernels.push_back(cpu::Bf16Products::AmxTiles);
+  } else {
+    std::printf("  AMX tiles: this CPU lacks AMX-BF16, skipped (the kernel's own tests run it emulated)\n");
   }
   for (const cpu::Bf16Products products : kernels) {
     // Both layouts on both kernels: with oneDNN's products on an AVX-512 CPU
@@ -199,6 +206,34 @@ TEST(ParityBf16, UnknownCpuDtypeIsRefusedByName) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--cpu-dtype fp16"), std::string::npos) << e.what();
+  }
+}
+
+// --cpu-bf16-products picks the bf16 mode's product kernel (each one named
+// in the run header), and one this CPU cannot run is an error naming the flag.
+TEST(ParityBf16, ProductsOptionPicksTheKernelOrSaysWhyNot) {
+  try {
+    make_cpu_backend(0, "auto", "bf16", "mkl");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--cpu-bf16-products mkl"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(make_cpu_backend(0, "auto", "bf16", "widened")->name().find("widened"), std::string::npos);
+  for (const auto& [choice, available, says] :
+       {std::tuple{"onednn", cpu::cpu_has_bf16_arithmetic(), "bf16: oneDNN matmul"},
+        std::tuple{"amx", cpu::linear_amx_available(), "Linear layers on AMX tiles"}}) {
+    if (available) {
+      const std::string name = make_cpu_backend(0, "auto", "bf16", choice)->name();
+      EXPECT_NE(name.find(says), std::string::npos) << name;
+    } else {
+      try {
+        make_cpu_backend(0, "auto", "bf16", choice);
+        ADD_FAILURE() << choice << ": expected an error on this CPU";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("--cpu-bf16-products ") + choice), std::string::npos)
+            << e.what();
+      }
+    }
   }
 }
 

@@ -50,6 +50,14 @@
 #                splits) and self-attention at THREADS threads, medians of 5
 #                (ATTENTION_FILTER: a regex of benchmark names); builds both
 #                (about 1 minute after the build)
+#   bf16-products  the bf16 mode's Linear kernels on AMX: the AMX kernel's tests
+#                on these tiles (LinearAmx*, the op table's CpuBf16Amx cases, the
+#                small model's ParityBf16 against upstream), the products alone
+#                (dev/cpu/amx_matmul_blocked.cpp: our blocked tile kernel and its
+#                variants against oneDNN, at THREADS), then ours bf16 end to end
+#                (13 frames) with --cpu-bf16-products onednn and amx, ROUNDS times
+#                alternating (default 2); PRODUCTS_ALONE=0 skips the products
+#                alone; about 5 minutes after the build
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -79,6 +87,7 @@ else
   TARGETS=lingbot-map
   case " $* " in *" attention-bf16 "*) BENCH=ON TESTS=ON TARGETS="$TARGETS attention_bench backend_cpu_tests" ;; esac
   case " $* " in *" gemm "*) BENCH=ON TARGETS="$TARGETS gemm_bench" ;; esac
+  case " $* " in *" bf16-products "*) TESTS=ON TARGETS="$TARGETS backend_cpu_tests backend_tests model_tests" ;; esac
   case " $* " in *" machine "*) BENCH=ON TARGETS="$TARGETS cpu_peak_bench attention_bench" ;; esac
   configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=$TESTS -DLINGBOT_BENCH=$BENCH ||
     { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
@@ -243,6 +252,27 @@ for part in "$@"; do
       grep -E '^BM_.*median' "$W/attention_bf16_bench.txt" | awk '{print $1, $2, $3, $NF}' | tee -a "$S"
       keep
       ;;
+    bf16-products)
+      log "bf16-products: the AMX Linear kernel's tests, the products alone, ours bf16 with onednn and amx"
+      for t in backend_cpu_tests:'LinearAmx*:PackedWeights*' backend_tests:'*CpuBf16Amx*' \
+        model_tests:'ParityBf16.*'; do
+        timeout 150 /tmp/build-cpu/bin/"${t%%:*}" --gtest_filter="${t#*:}" > "$W/products_${t%%:*}.txt" 2>&1
+        note "${t%%:*} ${t#*:} (rc=$?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$W/products_${t%%:*}.txt" | tr '\n' ' ')"
+        grep -E '^\[  FAILED|Failure|Expected|Which is|vs upstream fp32' "$W/products_${t%%:*}.txt" | head -30 | tee -a "$S"
+      done
+      if [ "${PRODUCTS_ALONE:-1}" != 0 ]; then
+        g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -mavx512f -fopenmp ${PREFIX:+-I$PREFIX/include} \
+          dev/cpu/amx_matmul_blocked.cpp ${PREFIX:+-L$PREFIX/lib/x86_64-linux-gnu} -ldnnl -o /tmp/amx_blocked \
+          > "$W/amx_blocked_build.log" 2>&1 || tail -5 "$W/amx_blocked_build.log" | tee -a "$S"
+        OMP_NUM_THREADS=$T timeout 200 /tmp/amx_blocked > "$W/amx_blocked.txt" 2>&1
+        tee -a "$S" < "$W/amx_blocked.txt"
+      fi
+      for round in $(seq "${ROUNDS:-2}"); do
+        for products in onednn amx; do
+          ours 13 "$T" "products_${products}_$round" --cpu-dtype bf16 --cpu-bf16-products "$products"
+        done
+      done
+      ;;
     gemm)
       log "gemm: fp32 Linear (sgemm + pass, or packed matmul), bf16 matmul (row-major, packed), $T threads and 1"
       for t in ${GEMM_THREADS:-$T 1}; do
@@ -255,7 +285,7 @@ for part in "$@"; do
       keep
       ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, attention-bf16, gemm)"
+      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, attention-bf16, bf16-products, gemm)"
       ;;
   esac
 done

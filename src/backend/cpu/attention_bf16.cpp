@@ -8,8 +8,6 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -125,23 +123,10 @@ int query_tile_rows(int64_t nq, int step, int max_rows) {
   return static_cast<int>((rows + step - 1) / step * step);
 }
 
-// The CPU has AMX-BF16 (and AVX-512 with BF16, for the softmax) and Linux grants this
-// process the tile state, which it hands out only on request (arch_prctl,
-// Linux 5.16 and later).
+// The CPU has AMX-BF16 and grants the tiles (cpu_isa.h), and this build has
+// the tile kernel and the AVX-512 softmax it calls.
 bool amx_tiles_granted() {
-  static const bool granted = [] {
-    if (!detail::amx_attention_built() || !detail::bf16_attention_avx512_built() || !cpu_supports(Isa::Avx512)) {
-      return false;
-    }
-    if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
-        !__builtin_cpu_supports("avx512bf16")) {
-      return false;
-    }
-    constexpr long kArchReqXcompPerm = 0x1023;
-    constexpr long kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return granted;
+  return detail::amx_attention_built() && detail::bf16_attention_avx512_built() && amx_bf16_granted();
 }
 
 // The softmax step's instance for this CPU: AVX512-BF16's conversion where

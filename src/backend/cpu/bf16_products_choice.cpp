@@ -2,6 +2,7 @@
 
 #include "backend/cpu/bf16_convert.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "core/half.h"
 
@@ -65,7 +66,10 @@ Bf16ProductsChoice measure_bf16_products() {
 const Bf16ProductsChoice& bf16_products_choice() {
   static const Bf16ProductsChoice choice = [] {
     Bf16ProductsChoice c;
-    if (cpu_has_amx_bf16()) {
+    if (linear_amx_available()) {
+      c.products = Bf16Products::AmxTiles;
+      c.reason = "AMX";
+    } else if (cpu_has_amx_bf16()) {  // a build without our tile kernel
       c.products = Bf16Products::OnednnBf16;
       c.reason = "AMX";
     } else if (!cpu_has_bf16_arithmetic()) {

@@ -1,7 +1,7 @@
 // Which kernel the bf16 mode's products take on this CPU (Bf16Products).
 //
-// With AMX, oneDNN's bf16 matmul; without AVX512-BF16, the weights widened
-// to sgemm. In between, AVX512-BF16 without AMX, the instruction set does
+// With AMX, our kernel on the tiles (linear_amx.h); without AVX512-BF16, the
+// weights widened to sgemm. In between, AVX512-BF16 without AMX, the instruction set does
 // not tell: some cores issue its bf16 dot products at half an FMA's rate,
 // where oneDNN's bf16 products run at 0.5-0.6x of sgemm's speed, and others
 // at the full rate (AMD Zen 4), where they run twice as fast as sgemm

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_products_choice.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/cpu_kv_cache.h"
 #include "backend/cpu/bf16_kv_bridge.h"
 #include "backend/cpu/cpu_isa.h"
@@ -21,16 +22,32 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa) {
   return make_cpu_backend(threads, isa, "fp32");
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype) {
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype,
+                                          std::string_view bf16_products) {
   LB_CHECK(dtype == "fp32" || dtype == "bf16", "--cpu-dtype {}: expected fp32 or bf16", dtype);
+  LB_CHECK(bf16_products == "auto" || bf16_products == "amx" || bf16_products == "onednn" ||
+               bf16_products == "widened",
+           "--cpu-bf16-products {}: expected auto, amx, onednn or widened", bf16_products);
   const cpu::Isa kernels = cpu::resolve_isa(isa);
   const bool bf16 = dtype == "bf16";
   // Asking oneDNN about AMX fixes its ISA ceiling, so not where the backend
   // is about to cap it at AVX2 (--cpu-isa avx2: AVX2 has no bf16 products).
   // The choice may time both kernels: on the threads the backend will use.
   if (bf16 && threads > 0) cpu::set_num_threads(threads);
-  const cpu::Bf16Products products = bf16 && kernels == cpu::Isa::Avx512 ? cpu::bf16_products_for_this_cpu()
-                                                                         : cpu::Bf16Products::WidenedSgemm;
+  cpu::Bf16Products products = cpu::Bf16Products::WidenedSgemm;
+  if (bf16 && bf16_products == "amx") {
+    LB_CHECK(kernels == cpu::Isa::Avx512 && cpu::linear_amx_available(),
+             "--cpu-bf16-products amx: needs AMX-BF16 tiles (and --cpu-isa auto or avx512), which this CPU{} lacks",
+             kernels == cpu::Isa::Avx512 ? "" : " under --cpu-isa avx2");
+    products = cpu::Bf16Products::AmxTiles;
+  } else if (bf16 && bf16_products == "onednn") {
+    LB_CHECK(kernels == cpu::Isa::Avx512 && cpu::cpu_has_bf16_arithmetic(),
+             "--cpu-bf16-products onednn: needs AVX512-BF16 (and --cpu-isa auto or avx512), which this CPU{} lacks",
+             kernels == cpu::Isa::Avx512 ? "" : " under --cpu-isa avx2");
+    products = cpu::Bf16Products::OnednnBf16;
+  } else if (bf16 && bf16_products == "auto" && kernels == cpu::Isa::Avx512) {
+    products = cpu::bf16_products_for_this_cpu();
+  }
   return std::make_unique<cpu::CpuBackend>(threads, kernels, bf16 ? DType::BF16 : DType::F32, products);
 }
 
@@ -39,7 +56,12 @@ namespace cpu {
 Bf16Products bf16_products_for_this_cpu() { return bf16_products_choice().products; }
 
 const char* bf16_products_name(Bf16Products products) {
-  return products == Bf16Products::OnednnBf16 ? "oneDNN bf16 matmul" : "bf16 widened to sgemm";
+  switch (products) {
+    case Bf16Products::AmxTiles: return "AMX tiles";
+    case Bf16Products::OnednnBf16: return "oneDNN bf16 matmul";
+    case Bf16Products::WidenedSgemm: break;
+  }
+  return "bf16 widened to sgemm";
 }
 
 CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products products)
@@ -55,13 +77,15 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products product
   // reference loops; only tests ask for them explicitly.
   LB_CHECK(compute == DType::F32 || products != Bf16Products::OnednnBf16 || cpu_has_bf16_arithmetic(),
            "--cpu-dtype bf16: oneDNN's bf16 matmuls need AVX512-BF16, which this CPU lacks");
+  LB_CHECK(compute == DType::F32 || products != Bf16Products::AmxTiles || linear_amx_available(),
+           "--cpu-dtype bf16: the AMX products need AMX-BF16 tiles, which this CPU lacks");
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
   // Where oneDNN's bf16 products are the faster (AMX, or bf16 dot products
   // at an FMA's rate) attention's products and the DPT convolutions go the
   // same way; with the widened kernel bf16 products would be the slower ones.
-  if (compute == DType::BF16 && products == Bf16Products::OnednnBf16 && isa == Isa::Avx512 &&
+  if (compute == DType::BF16 && products != Bf16Products::WidenedSgemm && isa == Isa::Avx512 &&
       bf16_attention_available()) {
     attention_products_ = AttentionProducts::Bf16;
     convolutions_ = std::make_unique<OnednnConvolutions>(/*bf16_operands=*/true);
@@ -86,8 +110,11 @@ std::string CpuBackend::name() const {
                                  : "";
   return fmt::format("cpu ({} threads, {}{}, own kernels {}{})", num_threads(), gemm_name(), linear, isa_name(isa_),
                      compute_ != DType::BF16                          ? ""
-                     : bf16_products_ == Bf16Products::OnednnBf16
-                         ? ", bf16: oneDNN matmul " + bf16_matmul_name() + chosen_because() +
+                     : bf16_products_ != Bf16Products::WidenedSgemm
+                         ? (bf16_products_ == Bf16Products::AmxTiles
+                                ? ", bf16: Linear layers on AMX tiles (ours), other products oneDNN matmul "
+                                : ", bf16: oneDNN matmul ") +
+                               bf16_matmul_name() + chosen_because() +
                                (attention_products_ == AttentionProducts::Bf16
                                     ? fmt::format(", attention bf16 on {}", detail::bf16_attention_kernel_name())
                                     : "")
@@ -106,9 +133,15 @@ Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
 
 Tensor CpuBackend::upload_linear_weight(const Tensor& host, DType dtype) {
   Tensor w = upload(host, dtype);
-  // Float32 weights only: oneDNN's AMX products of bf16 ones ran no faster
-  // on packed weights (docs/PERF.md, "The CPU path", 2026-12-06).
-  if (dtype != DType::F32 || w.ndim() != 2) return w;
+  if (w.ndim() != 2) return w;
+  // bf16 weights for our AMX kernel, in the tiles' layout; for oneDNN's bf16
+  // products they stay row-major: its AMX products ran no faster on packed
+  // ones (docs/PERF.md, "The CPU path", 2026-12-06).
+  if (dtype == DType::BF16 && bf16_products_ == Bf16Products::AmxTiles) {
+    Tensor tiles = packed_weights_.pack_amx_tiles(w);
+    return tiles.defined() ? tiles : w;
+  }
+  if (dtype != DType::F32) return w;
   Tensor packed = packed_weights_.pack(*matmuls_, w);
   return packed.defined() ? packed : w;
 }

@@ -25,20 +25,28 @@ namespace lingbot {
 
 // make_cpu_backend with the cpu_dtype option: "fp32" or "bf16" (any other
 // value throws lingbot::Error naming --cpu-dtype). bf16 runs on every CPU;
-// its products take the faster kernel for the CPU (Bf16Products).
-std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype);
+// its products take the kernel of the cpu_bf16_products option: "auto" (the
+// faster for the CPU), "amx", "onednn" or "widened" (Bf16Products; one the
+// CPU cannot run throws lingbot::Error naming --cpu-bf16-products).
+std::unique_ptr<Backend> make_cpu_backend(int threads, std::string_view isa, std::string_view dtype,
+                                          std::string_view bf16_products = "auto");
 
 }  // namespace lingbot
 
 namespace lingbot::cpu {
 
 // How the bf16 mode multiplies bf16 activations by bf16 weights (both exact
-// in float32, summed in float32: the same arithmetic, two kernels):
+// in float32, summed in float32: the same arithmetic, three kernels):
 enum class Bf16Products {
+  // Our own kernel on AMX tiles (linear_amx.h), on weights packed at load
+  // into the tiles' layout, bias, GELU and the residual update in its
+  // epilogue; attention and the DPT convolutions as with OnednnBf16. The
+  // default where the CPU has AMX-BF16.
+  AmxTiles,
   // oneDNN's bf16 matmul primitives (onednn_matmul.h), bias, GELU and the
-  // residual update fused: AMX tiles where the CPU has them, the default
-  // there. On AVX512-BF16 alone they run at 0.5-0.6x of fp32's sgemm on some
-  // cores and 2x on others (bf16_products_choice.h).
+  // residual update fused: AMX tiles where the CPU has them. On AVX512-BF16
+  // alone they run at 0.5-0.6x of fp32's sgemm on some cores and 2x on
+  // others (bf16_products_choice.h).
   OnednnBf16,
   // The weights widened to float32 per call, then sgemm: fp32's speed less
   // the widening (5-17% at a frame's 978 rows, docs/PERF.md), on any CPU;
@@ -60,8 +68,8 @@ class CpuBackend final : public Backend {
 
   Tensor alloc(const Shape& shape, DType dtype) override;
   Tensor upload(const Tensor& host, DType dtype) override;
-  // With oneDNN's bf16 products, a bf16 weight is packed into their blocked
-  // layout (packed_weights.h).
+  // A float32 weight is packed into oneDNN's blocked layout, a bf16 one
+  // into the AMX tiles' with Bf16Products::AmxTiles (packed_weights.h).
   Tensor upload_linear_weight(const Tensor& host, DType dtype) override;
   void upload_into(const Tensor& host, Tensor& device) override;
   Tensor download(const Tensor& device) override;
@@ -114,6 +122,8 @@ class CpuBackend final : public Backend {
 
   // Why the CPU's default took this backend's bf16 kernel, for name().
   std::string chosen_because() const;
+  // w itself, or for weights in the AMX tiles' layout a row-major copy.
+  Tensor row_major_bf16(const Tensor& w) const;
   // The bf16 mode's Linear layers (weights in bf16).
   // `layout`: w's, as PackedWeights::holds found it.
   void linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layout, const Tensor* b, Activation act,

@@ -6,6 +6,11 @@
 
 #include <atomic>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace lingbot::cpu {
 
 const char* isa_name(Isa isa) { return isa == Isa::Avx512 ? "avx512" : "avx2"; }
@@ -22,6 +27,23 @@ bool cpu_supports(Isa isa) {
   }
 #endif
   return false;
+}
+
+bool amx_bf16_granted() {
+  static const bool granted = [] {
+#if defined(__x86_64__) && defined(__linux__)
+    if (!cpu_supports(Isa::Avx512) || !__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") ||
+        !__builtin_cpu_supports("avx512bf16")) {
+      return false;
+    }
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
 }
 
 Isa resolve_isa(std::string_view choice) {

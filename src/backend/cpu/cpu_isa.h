@@ -26,6 +26,12 @@ const char* isa_name(Isa isa);  // "avx2", "avx512"
 // Whether this CPU (and its operating system) can run code of that ISA.
 bool cpu_supports(Isa isa);
 
+// Whether this CPU has AMX-BF16 tiles (with AVX-512 and AVX512-BF16, which
+// every such CPU has) and Linux grants this process the tile state, which it
+// hands out only on request (arch_prctl, Linux 5.16 and later; asked once).
+// Our tile kernels (attention, Linear products) run only where it holds.
+bool amx_bf16_granted();
+
 // The ISA for a cpu_isa option value: "auto" (the best this CPU supports),
 // "avx2" or "avx512". Throws lingbot::Error naming --cpu-isa for an unknown
 // value or an ISA this CPU lacks.

@@ -10,6 +10,7 @@
 #include "backend/cpu/bf16_weights_gemv.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/vector_math.h"
 
@@ -168,11 +169,22 @@ void store(const Tensor& result, Tensor& out) {
 
 }  // namespace
 
+Tensor CpuBackend::row_major_bf16(const Tensor& w) const {
+  // The model never multiplies a float32 x by the AMX-packed weights (its
+  // Linear layers take bf16 activations in the bf16 mode); other callers get
+  // the product right, unpacking per call.
+  return packed_weights_.holds_amx_tiles(w) ? packed_weights_.unpacked(*matmuls_, w) : w;
+}
+
 void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layout, const Tensor* b, Activation act,
                              MatmulDst kind, void* dst, int64_t n, int64_t k, int64_t m) {
   const float* bias = b ? b->f32() : nullptr;
-  if (bf16_products_ == Bf16Products::OnednnBf16) {
-    thread_local std::vector<uint16_t> x_bf16;
+  thread_local std::vector<uint16_t> x_bf16;
+  if (layout == WeightLayout::Packed && packed_weights_.holds_amx_tiles(w)) {
+    linear_amx(as_bf16(x, x_bf16), n, k, w.data_as<const uint16_t>(), m, bias, act, kind, dst);
+    return;
+  }
+  if (bf16_products_ != Bf16Products::WidenedSgemm) {  // oneDNN's products (AmxTiles: a shape without tiles)
     matmuls_->run({n, k, m}, DType::BF16, as_bf16(x, x_bf16), w.data(), bias, act, kind, dst, layout);
     return;
   }
@@ -206,13 +218,14 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layo
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
-  const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
+  const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products and ours on AMX tiles
   const WeightLayout layout = packed ? WeightLayout::Packed : WeightLayout::RowMajor;
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && !packed) {  // weights kept in bf16, a float32 product
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && (!packed || packed_weights_.holds_amx_tiles(w))) {
+    // Weights kept in bf16, a float32 product (x is not rounded).
     LB_CHECK(out.dtype() == DType::F32, "linear: bfloat16 weights under a float32 x write float32 output, got {}",
              out.describe());
-    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, out.f32(),
-                      /*accumulate=*/false);
+    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w).data_as<const uint16_t>(), M, b ? b->f32() : nullptr,
+                      out.f32(), /*accumulate=*/false);
     if (act != Activation::None) apply_bias_activation(out.f32(), N, M, nullptr, act);
     return;
   }
@@ -244,9 +257,11 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
   }
   const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
   const WeightLayout layout = packed ? WeightLayout::Packed : WeightLayout::RowMajor;
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && gamma == nullptr && !packed) {  // bf16-kept weights
-    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, b ? b->f32() : nullptr, residual.f32(),
-                      /*accumulate=*/true);
+  const bool bf16_rows = x.dtype() == DType::F32 && w.dtype() == DType::BF16 &&
+                         (!packed || packed_weights_.holds_amx_tiles(w));  // a float32 product, as in linear()
+  if (bf16_rows && gamma == nullptr) {  // bf16-kept weights
+    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w).data_as<const uint16_t>(), M, b ? b->f32() : nullptr,
+                      residual.f32(), /*accumulate=*/true);
     return;
   }
   if (w.dtype() == DType::BF16 && gamma == nullptr) {  // the model's case: gains are folded into w
@@ -259,8 +274,9 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     return;
   }
   float* const sums = room(scratch_.sums, N * M);
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && !packed) {
-    bf16_weights_gemv(x.f32(), N, K, w.data_as<const uint16_t>(), M, nullptr, sums, /*accumulate=*/false);
+  if (bf16_rows) {
+    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w).data_as<const uint16_t>(), M, nullptr, sums,
+                      /*accumulate=*/false);
   } else if (w.dtype() == DType::BF16) {
     linear_bf16(x, w, layout, nullptr, Activation::None, MatmulDst::F32, sums, N, K, M);
   } else if (packed) {

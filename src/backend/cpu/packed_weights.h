@@ -1,6 +1,7 @@
-// Linear weights kept in the blocked layout that oneDNN's matrix products
-// read (OnednnMatmuls::pack_weights), packed once at load instead of inside
-// every product.
+// Linear weights kept in the layout their matrix products read, packed once
+// at load instead of inside every product: oneDNN's blocked layout
+// (OnednnMatmuls::pack_weights: the fp32 mode) or the AMX tiles' (linear_amx.h:
+// the bf16 mode on CPUs with AMX).
 //
 // A packed weight is an ordinary float32 or bf16 tensor of the weight's
 // shape [out, in] whose bytes are in that layout; only this registry knows. It knows a
@@ -24,14 +25,22 @@ class PackedWeights {
   // A new tensor with w's values packed (w: float32 or bf16 [out, in],
   // row-major), or an undefined tensor where w's shape has no packed layout.
   Tensor pack(OnednnMatmuls& matmuls, const Tensor& w);
-  // Whether w is a tensor pack() made, whole (not a view of a part).
+  // The same in the AMX tiles' layout (w: bf16).
+  Tensor pack_amx_tiles(const Tensor& w);
+  // Whether w is a tensor pack() or pack_amx_tiles() made, whole (not a view
+  // of a part); and whether in the tiles' layout.
   bool holds(const Tensor& w) const;
+  bool holds_amx_tiles(const Tensor& w) const;
   // A packed weight's values in the row-major layout (a new tensor).
   Tensor unpacked(OnednnMatmuls& matmuls, const Tensor& w) const;
 
  private:
   struct Registry;
   struct Memory;
+  enum class Layout { Onednn, AmxTiles };
+  // Registers storage (filled) as a packed weight of w's shape and type.
+  Tensor registered(Tensor storage, Layout layout);
+  const Layout* layout_of(const Tensor& w) const;
   std::shared_ptr<Registry> registry_;
 };
 

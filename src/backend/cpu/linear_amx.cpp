@@ -1,0 +1,223 @@
+// linear_amx()'s kernel (linear_amx.h): the bf16 mode's Linear products as
+// AMX tile instructions.
+//
+// Tiles: all eight configured as 16 rows of 64 bytes. Each 32 x 32 block of
+// sums keeps four accumulator tiles (0-3); per 32 of K it loads two 16-row
+// tiles of x (4, 5) and two 16-column tiles of w (6, 7), and issues the four
+// products they make, so every loaded tile feeds two products.
+//
+// A work item is a range of 32-row strips times a range of columns, handed
+// out to the threads as they free up. For each strip of its range the item
+// runs over its 32-column blocks, each over the whole of K: the strip's
+// packed x (32 rows x K, 64 KiB at K = 1,024) is read from L2 by every
+// block, in consecutive lines, and the item's columns of w stay in L2 for
+// all of its strips. A finished block passes from the accumulators through
+// the epilogue (bias, GELU, residual update or rounding to bf16) to dst.
+// (Cutting K into chunks that keep a strip's x in L1 was measured and was
+// slower: docs/PERF.md, "Linear products on AMX tiles".)
+//
+// This file alone is compiled with AMX and AVX-512 code generation
+// (src/CMakeLists.txt) and runs only where linear_amx_available() holds; its
+// helpers keep internal linkage, so none of its code reaches another ISA's
+// callers.
+#include "backend/cpu/linear_amx.h"
+
+#include "backend/cpu/attention_bf16.h"  // amx_begin_tiles, amx_end_tiles
+#include "backend/cpu/exp2_avx512.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__) && defined(__AVX512BF16__)
+#include <immintrin.h>
+#include <omp.h>
+
+#include <cstdint>
+
+namespace lingbot::cpu {
+
+namespace {
+
+constexpr int kStrip = 32;            // rows of x per strip (two tiles)
+constexpr int kMaxItemCols = 256;     // columns per item, at most
+constexpr int kMaxItemStrips = 4;     // strips per item, at most
+constexpr int kItemsPerThread = 2;    // items are made smaller until there are this many per thread
+constexpr int kTileElements = 512;    // bf16 values in a 1 KiB tile
+
+// No library templates here (std::min and the like): an instance compiled
+// with AMX and AVX-512 code could be the one the linker keeps for callers
+// built for another ISA.
+int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// How a product is cut into items.
+struct Items {
+  int64_t strips_per_item, cols_per_item, strip_ranges, col_ranges;
+};
+
+Items cut(int64_t strips, int64_t out, int threads) {
+  Items it{kMaxItemStrips, kMaxItemCols, 0, 0};
+  auto count = [&] {
+    it.strip_ranges = (strips + it.strips_per_item - 1) / it.strips_per_item;
+    it.col_ranges = (out + it.cols_per_item - 1) / it.cols_per_item;
+    return it.strip_ranges * it.col_ranges;
+  };
+  while (count() < int64_t{kItemsPerThread} * threads && it.strips_per_item > 1) it.strips_per_item /= 2;
+  while (count() < int64_t{kItemsPerThread} * threads && it.cols_per_item > 64) it.cols_per_item /= 2;
+  return it;
+}
+
+// x [rows, in] -> strips of tiles: strip s, k block kb, half h (rows
+// 32 s + 16 h ..) at ((s * kbs + kb) * 2 + h) * 512; rows past `rows` zero.
+void pack_strip(const uint16_t* x, int64_t rows, int64_t in, int64_t s, uint16_t* strips) {
+  const int64_t kbs = in / 32;
+  uint16_t* const base = strips + s * kbs * 2 * kTileElements;
+  for (int r = 0; r < kStrip; ++r) {
+    const int64_t row = s * kStrip + r;
+    uint16_t* dst = base + (r / 16) * kTileElements + (r % 16) * 32;
+    if (row >= rows) {
+      for (int64_t kb = 0; kb < kbs; ++kb) _mm512_store_si512(dst + kb * 2 * kTileElements, _mm512_setzero_si512());
+      continue;
+    }
+    const uint16_t* src = x + row * in;
+    for (int64_t kb = 0; kb < kbs; ++kb)
+      _mm512_store_si512(dst + kb * 2 * kTileElements, _mm512_loadu_si512(src + kb * 32));
+  }
+}
+
+// GELU, x (1 + erf(x / sqrt 2)) / 2, with erf by Abramowitz and Stegun 7.1.26
+// (absolute error 1.5e-7), the form the fp32 path's GELU uses.
+__m512 gelu_erf(__m512 x) {
+  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752440f));
+  const __m512 a = _mm512_abs_ps(z);
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  // e^(-a^2) = 2^(-a^2 log2 e)
+  const __m512 e = avx512::exp2_nonpositive(_mm512_mul_ps(_mm512_mul_ps(a, a), _mm512_set1_ps(-1.4426950408889634f)));
+  const __m512 erf_abs = _mm512_fnmadd_ps(_mm512_mul_ps(p, t), e, _mm512_set1_ps(1.f));
+  // erf is odd: the sign of z on |erf|
+  const __m512 sign = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32(INT32_MIN)));
+  const __m512 erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(erf_abs), _mm512_castps_si512(sign)));
+  return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(erf, _mm512_set1_ps(1.f)));
+}
+
+struct Epilogue {
+  const float* bias;
+  Activation act;
+  MatmulDst kind;
+  void* dst;
+  int64_t out;  // dst's row length
+};
+
+// A finished 32 x 32 block of sums (rows `valid` of them real) into dst at
+// (row0, col).
+void finish_block(const float* sums, int64_t ld, int valid, int64_t row0, int64_t col, const Epilogue& e) {
+  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  if (e.bias != nullptr) {
+    b0 = _mm512_loadu_ps(e.bias + col);
+    b1 = _mm512_loadu_ps(e.bias + col + 16);
+  }
+  for (int r = 0; r < valid; ++r) {
+    __m512 v0 = _mm512_add_ps(_mm512_load_ps(sums + r * ld), b0);
+    __m512 v1 = _mm512_add_ps(_mm512_load_ps(sums + r * ld + 16), b1);
+    if (e.act == Activation::Gelu) {
+      v0 = gelu_erf(v0);
+      v1 = gelu_erf(v1);
+    }
+    const int64_t at = (row0 + r) * e.out + col;
+    switch (e.kind) {
+      case MatmulDst::F32: {
+        float* d = static_cast<float*>(e.dst) + at;
+        _mm512_storeu_ps(d, v0);
+        _mm512_storeu_ps(d + 16, v1);
+        break;
+      }
+      case MatmulDst::AddIntoF32: {
+        float* d = static_cast<float*>(e.dst) + at;
+        _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), v0));
+        _mm512_storeu_ps(d + 16, _mm512_add_ps(_mm512_loadu_ps(d + 16), v1));
+        break;
+      }
+      case MatmulDst::Bf16:
+        _mm512_storeu_si512(static_cast<uint16_t*>(e.dst) + at, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
+        break;
+    }
+  }
+}
+
+// One item: strips [s0, s1) x columns [c0, c1) of the product; `sums`: a
+// thread's 32 x 32 float32 buffer.
+void run_item(const uint16_t* strips, int64_t rows, int64_t in, const uint16_t* w_tiles, int64_t s0, int64_t s1,
+              int64_t c0, int64_t c1, float* sums, const Epilogue& e) {
+  const int64_t kbs = in / 32;
+  for (int64_t s = s0; s < s1; ++s) {
+    const uint16_t* xs = strips + s * kbs * 2 * kTileElements;
+    const int valid = static_cast<int>(smaller(kStrip, rows - s * kStrip));
+    for (int64_t j = c0; j < c1; j += 32) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const uint16_t* w0 = w_tiles + (j / 16) * kbs * kTileElements;
+      const uint16_t* w1 = w0 + kbs * kTileElements;
+      for (int64_t kb = 0; kb < kbs; ++kb) {
+        _tile_loadd(4, xs + kb * 2 * kTileElements, 64);
+        _tile_loadd(5, xs + (kb * 2 + 1) * kTileElements, 64);
+        _tile_loadd(6, w0 + kb * kTileElements, 64);
+        _tile_loadd(7, w1 + kb * kTileElements, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, sums, 32 * 4);
+      _tile_stored(1, sums + 16, 32 * 4);
+      _tile_stored(2, sums + 16 * 32, 32 * 4);
+      _tile_stored(3, sums + 16 * 32 + 16, 32 * 4);
+      finish_block(sums, 32, valid, s * kStrip, j, e);
+    }
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+bool linear_amx_built() { return true; }
+
+void linear_amx_kernel(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w_tiles, int64_t out,
+                       const float* bias, Activation act, MatmulDst kind, void* dst, uint16_t* xs) {
+  if (rows == 0 || out == 0) return;
+  const int64_t strips = (rows + kStrip - 1) / kStrip;
+  const Items items = cut(strips, out, omp_get_max_threads());
+  const Epilogue e{bias, act, kind, dst, out};
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t s = 0; s < strips; ++s) pack_strip(x, rows, in, s, xs);
+    alignas(64) static thread_local float sums[kStrip * 32];
+    amx_begin_tiles();
+#pragma omp for schedule(dynamic) collapse(2)
+    for (int64_t cr = 0; cr < items.col_ranges; ++cr)
+      for (int64_t sr = 0; sr < items.strip_ranges; ++sr) {
+        const int64_t s0 = sr * items.strips_per_item, s1 = smaller(strips, s0 + items.strips_per_item);
+        const int64_t c0 = cr * items.cols_per_item, c1 = smaller(out, c0 + items.cols_per_item);
+        run_item(xs, rows, in, w_tiles, s0, s1, c0, c1, sums, e);
+      }
+    amx_end_tiles();
+  }
+}
+
+}  // namespace detail
+
+}  // namespace lingbot::cpu
+
+#else
+
+namespace lingbot::cpu::detail {
+bool linear_amx_built() { return false; }
+void linear_amx_kernel(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, const float*, Activation, MatmulDst,
+                       void*, uint16_t*) {}
+}  // namespace lingbot::cpu::detail
+
+#endif

@@ -1,0 +1,57 @@
+// The bf16 mode's Linear kernel (src/backend/cpu/linear_amx.cpp) on emulated
+// tiles (amx_emulation.h, force-included into this binary's copy of the
+// kernel): its packing of the activations, its strips, chunks of K, items,
+// padding rows and epilogues, against the float64 reference of
+// linear_amx_cases.h. On a CPU without AMX, as CI's, this is what checks that
+// code; LinearAmx.MatchesFloat64OnThisCpusTiles runs the same cases on real
+// tiles where the CPU has AMX.
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/linear_amx.h"
+
+#include "../linear_amx_cases.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cstring>
+#include <vector>
+
+using namespace lingbot;
+using namespace lingbot::cpu;
+using namespace lingbot::cpu::linear_amx_cases;
+
+namespace {
+
+bool can_run() { return detail::linear_amx_built() && cpu_supports(Isa::Avx512); }
+
+void emulated(const Case& c, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const float* bias,
+              void* dst) {
+  std::vector<uint16_t> tiles(w.size());
+  linear_amx_pack_weights(w.data(), c.in, c.out, tiles.data());
+  detail::linear_amx_unchecked(x.data(), c.rows, c.in, tiles.data(), c.out, bias, c.act, c.kind, dst);
+}
+
+}  // namespace
+
+TEST(LinearAmxEmulated, MatchesFloat64) {
+  if (!can_run()) GTEST_SKIP() << "needs AVX-512 (the kernel's packing and epilogue)";
+  for (const Case& c : cases()) check(c, emulated);
+}
+
+// Items follow the thread count; each sum's order does not.
+TEST(LinearAmxEmulated, SameBitsOnOneAndThreeThreads) {
+  if (!can_run()) GTEST_SKIP() << "needs AVX-512 (the kernel's packing and epilogue)";
+  const Case c{70, 512, 288, true, Activation::None, MatmulDst::F32};
+  std::vector<float> results[2];
+  const int saved = omp_get_max_threads();
+  for (int i = 0; i < 2; ++i) {
+    omp_set_num_threads(i == 0 ? 1 : 3);
+    check(c, [&](const Case& cc, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const float* bias,
+                 void* d) {
+      emulated(cc, x, w, bias, d);
+      results[i].assign(static_cast<float*>(d), static_cast<float*>(d) + cc.rows * cc.out);
+    });
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0);
+}
