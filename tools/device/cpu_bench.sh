@@ -30,7 +30,9 @@
 #   isa          ours with --cpu-isa avx2 (the baseline build of our kernels)
 #   bf16         --cpu-dtype bf16 against upstream fp32 and ours fp32 in the same
 #                call: 11/13 frames, phase 1 and frame 10, peak RSS (about 5-6
-#                minutes after the build; the first call's build adds ~3)
+#                minutes after the build; the first call's build adds ~3).
+#                BF16_FP32=0 leaves ours fp32 out; BF16_ALSO="ARGS" adds a second
+#                bf16 run with those arguments (e.g. --cpu-bf16-products onednn)
 #   bf16-window  ours bf16, 76 frames: a full-window frame (72), peak RSS and the
 #                RSS every 16 frames (the peak is the load: fp32 random weights
 #                and their bf16 copies side by side)
@@ -196,8 +198,10 @@ for part in "$@"; do
     bf16)
       log "bf16: upstream fp32, ours fp32, ours bf16; 11/13 frames, $T threads"
       upstream 11 bf16
-      ours 13 "$T" fp32
+      [ "${BF16_FP32:-1}" = 0 ] || ours 13 "$T" fp32
       ours 13 "$T" bf16 --cpu-dtype bf16
+      # shellcheck disable=SC2086  # BF16_ALSO: several bench arguments
+      [ -z "${BF16_ALSO:-}" ] || ours 13 "$T" bf16_also --cpu-dtype bf16 $BF16_ALSO
       ;;
     bf16-window)
       log "bf16-window: ours bf16, 76 frames (frame 72 with the 64-frame window full), $T threads"
