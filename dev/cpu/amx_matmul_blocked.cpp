@@ -1,5 +1,5 @@
 // Experiment: can a Linear product on AMX tiles beat oneDNN 2.6's bf16
-// matmul once its operands come from L1? amx_matmul.cpp (the simple twin)
+// matmul once its operands come from L1? amx_matmul.cpp's kernel (amx_linear_plain.h, the simple twin)
 // loads x's tiles straight from the row-major activations and keeps each
 // 32 x 32 block of y in the accumulators over the whole of K, so every
 // 4 tile products read 4 KiB from L2 (neither a 32-row strip of x nor a
@@ -23,6 +23,7 @@
 // Without AMX (a check of the indexing only, small shapes, emulated tiles):
 //   g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -fopenmp -DEMULATED \
 //     -include tests/backend/cpu/amx_emulated/amx_emulation.h dev/cpu/amx_matmul_blocked.cpp -ldnnl -o /tmp/amx_emu
+#include "amx_linear_plain.h"
 #include "amx_tiles.h"
 #include "median_time.h"
 
@@ -40,74 +41,14 @@
 
 namespace {
 
-uint16_t to_bf16(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return static_cast<uint16_t>((b + 0x7fff + ((b >> 16) & 1)) >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t b = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
+using amx_plain::from_bf16;
+using amx_plain::pack_weights;
+using amx_plain::to_bf16;
 
-// W [N, K] -> tiles (nb, kb): W[nb*16 + c][kb*32 + 2r + p] at [r][c][p].
-std::vector<uint16_t> pack_weights(const std::vector<uint16_t>& w, int n, int k) {
-  std::vector<uint16_t> packed(static_cast<size_t>(n) * k);
-  const int kbs = k / 32;
-  for (int nb = 0; nb < n / 16; ++nb)
-    for (int kb = 0; kb < kbs; ++kb) {
-      uint16_t* tile = packed.data() + (static_cast<size_t>(nb) * kbs + kb) * 512;
-      for (int r = 0; r < 16; ++r)
-        for (int c = 0; c < 16; ++c)
-          for (int p = 0; p < 2; ++p)
-            tile[(r * 16 + c) * 2 + p] = w[static_cast<size_t>(nb * 16 + c) * k + kb * 32 + 2 * r + p];
-    }
-  return packed;
-}
-
-// The twin: amx_matmul.cpp's kernel (x read in place, y's block in the
+// The twin: amx_linear_plain.h's kernel (x read in place, y's block in the
 // accumulators over all of K), 128 x 128 items.
 void plain(const uint16_t* x, const uint16_t* wp, float* y, int mp, int n, int k) {
-  const int kbs = k / 32;
-  const int mblocks = (mp + 127) / 128, nblocks = (n + 127) / 128;
-#pragma omp parallel
-  {
-    configure_tiles();
-#pragma omp for schedule(static) collapse(2)
-    for (int nb = 0; nb < nblocks; ++nb)
-      for (int mb = 0; mb < mblocks; ++mb) {
-        const int m_end = std::min(mp, (mb + 1) * 128), n_end = std::min(n, (nb + 1) * 128);
-        for (int m = mb * 128; m < m_end; m += 32)
-          for (int j = nb * 128; j < n_end; j += 32) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            const uint16_t* a0 = x + static_cast<size_t>(m) * k;
-            const uint16_t* a1 = a0 + static_cast<size_t>(16) * k;
-            const uint16_t* b0 = wp + static_cast<size_t>(j / 16) * kbs * 512;
-            const uint16_t* b1 = b0 + static_cast<size_t>(kbs) * 512;
-            for (int kb = 0; kb < kbs; ++kb) {
-              _tile_loadd(4, a0 + kb * 32, k * 2);
-              _tile_loadd(5, a1 + kb * 32, k * 2);
-              _tile_loadd(6, b0 + static_cast<size_t>(kb) * 512, 64);
-              _tile_loadd(7, b1 + static_cast<size_t>(kb) * 512, 64);
-              _tile_dpbf16ps(0, 4, 6);
-              _tile_dpbf16ps(1, 4, 7);
-              _tile_dpbf16ps(2, 5, 6);
-              _tile_dpbf16ps(3, 5, 7);
-            }
-            float* c = y + static_cast<size_t>(m) * n + j;
-            _tile_stored(0, c, n * 4);
-            _tile_stored(1, c + 16, n * 4);
-            _tile_stored(2, c + static_cast<size_t>(16) * n, n * 4);
-            _tile_stored(3, c + static_cast<size_t>(16) * n + 16, n * 4);
-          }
-      }
-    _tile_release();
-  }
+  amx_plain::amx_linear(x, wp, y, mp, n, k);
 }
 
 struct Variant {

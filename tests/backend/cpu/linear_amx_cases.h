@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/onednn_matmul.h"
+#include "core/half.h"
 
 #include <gtest/gtest.h>
 
@@ -22,17 +23,8 @@
 
 namespace lingbot::cpu::linear_amx_cases {
 
-inline uint16_t to_bf16(float f) {  // nearest even
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return static_cast<uint16_t>((b + 0x7fff + ((b >> 16) & 1)) >> 16);
-}
-inline float from_bf16(uint16_t h) {
-  const uint32_t b = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
+using lingbot::bf16_to_f32;
+using lingbot::f32_to_bf16;
 
 struct Case {
   int64_t rows, in, out;
@@ -75,8 +67,8 @@ inline void check(const Case& c, const Kernel& kernel, uint32_t seed = 3) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
   std::vector<uint16_t> x(static_cast<size_t>(c.rows * c.in)), w(static_cast<size_t>(c.out * c.in));
-  for (auto& v : x) v = to_bf16(normal(rng));
-  for (auto& v : w) v = to_bf16(normal(rng) * 0.2f);
+  for (auto& v : x) v = f32_to_bf16(normal(rng));
+  for (auto& v : w) v = f32_to_bf16(normal(rng) * 0.2f);
   std::vector<float> bias(static_cast<size_t>(c.out));
   for (auto& v : bias) v = normal(rng);
   std::vector<float> residual(static_cast<size_t>(c.rows * c.out));
@@ -94,7 +86,7 @@ inline void check(const Case& c, const Kernel& kernel, uint32_t seed = 3) {
     for (int64_t o = 0; o < c.out; ++o) {
       double sum = 0, mag = 0;
       for (int64_t k = 0; k < c.in; ++k) {
-        const double p = static_cast<double>(from_bf16(x[i * c.in + k])) * from_bf16(w[o * c.in + k]);
+        const double p = static_cast<double>(bf16_to_f32(x[i * c.in + k])) * bf16_to_f32(w[o * c.in + k]);
         sum += p;
         mag += std::fabs(p);
       }
@@ -107,7 +99,7 @@ inline void check(const Case& c, const Kernel& kernel, uint32_t seed = 3) {
         want += residual[at];
         mag += std::fabs(residual[at]);
       }
-      const double got = c.kind == MatmulDst::Bf16 ? from_bf16(dst_bf16[at]) : dst_f32[at];
+      const double got = c.kind == MatmulDst::Bf16 ? bf16_to_f32(dst_bf16[at]) : dst_f32[at];
       // float32 sums: a few ulps of the magnitude; GELU's erf: 3e-7 absolute;
       // bf16 output: half an ulp of bf16 (2^-9 relative) on top.
       double bound = 1e-6 * mag + 1e-6;
