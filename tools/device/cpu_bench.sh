@@ -59,7 +59,8 @@
 #                variants against oneDNN, at THREADS), then ours bf16 end to end
 #                (13 frames) with --cpu-bf16-products onednn and amx, ROUNDS times
 #                alternating (default 2); PRODUCTS_ALONE=0 skips the products
-#                alone; about 5 minutes after the build
+#                alone, PRODUCTS_TESTS="backend_cpu_tests" runs (and builds) only
+#                that binary's tests; about 5 minutes after the build
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -89,7 +90,8 @@ else
   TARGETS=lingbot-map
   case " $* " in *" attention-bf16 "*) BENCH=ON TESTS=ON TARGETS="$TARGETS attention_bench backend_cpu_tests" ;; esac
   case " $* " in *" gemm "*) BENCH=ON TARGETS="$TARGETS gemm_bench" ;; esac
-  case " $* " in *" bf16-products "*) TESTS=ON TARGETS="$TARGETS backend_cpu_tests backend_tests model_tests" ;; esac
+  PRODUCTS_TESTS=${PRODUCTS_TESTS:-backend_cpu_tests backend_tests model_tests}
+  case " $* " in *" bf16-products "*) TESTS=ON TARGETS="$TARGETS $PRODUCTS_TESTS" ;; esac
   case " $* " in *" machine "*) BENCH=ON TARGETS="$TARGETS cpu_peak_bench attention_bench" ;; esac
   configure . /tmp/build-cpu "$W/cmake.log" -DLINGBOT_CUDA=OFF -DLINGBOT_TESTS=$TESTS -DLINGBOT_BENCH=$BENCH ||
     { tail -30 "$W/cmake.log" | tee -a "$S"; exit 1; }
@@ -260,6 +262,7 @@ for part in "$@"; do
       log "bf16-products: the AMX Linear kernel's tests, the products alone, ours bf16 with onednn and amx"
       for t in backend_cpu_tests:'LinearAmx*:PackedWeights*' backend_tests:'*CpuBf16Amx*' \
         model_tests:'ParityBf16.*'; do
+        case " $PRODUCTS_TESTS " in *" ${t%%:*} "*) ;; *) continue ;; esac
         timeout 150 /tmp/build-cpu/bin/"${t%%:*}" --gtest_filter="${t#*:}" > "$W/products_${t%%:*}.txt" 2>&1
         note "${t%%:*} ${t#*:} (rc=$?): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$W/products_${t%%:*}.txt" | tr '\n' ' ')"
         grep -E '^\[  FAILED|Failure|Expected|Which is|vs upstream fp32' "$W/products_${t%%:*}.txt" | head -30 | tee -a "$S"
