@@ -58,7 +58,8 @@
 #                (dev/cpu/amx_matmul_blocked.cpp: our blocked tile kernel and its
 #                variants against oneDNN, at THREADS), then ours bf16 end to end
 #                (13 frames) with --cpu-bf16-products onednn and amx, ROUNDS times
-#                alternating (default 2); PRODUCTS_ALONE=0 skips the products
+#                alternating (default 2; PRODUCTS_LIST sets the kernels and their
+#                order, default "onednn amx"); PRODUCTS_ALONE=0 skips the products
 #                alone, PRODUCTS_TESTS="backend_cpu_tests" runs (and builds) only
 #                that binary's tests; about 5 minutes after the build
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
@@ -275,7 +276,7 @@ for part in "$@"; do
         tee -a "$S" < "$W/amx_blocked.txt"
       fi
       for round in $(seq "${ROUNDS:-2}"); do
-        for products in onednn amx; do
+        for products in ${PRODUCTS_LIST:-onednn amx}; do
           ours 13 "$T" "products_${products}_$round" --cpu-dtype bf16 --cpu-bf16-products "$products"
         done
       done
