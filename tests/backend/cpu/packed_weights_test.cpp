@@ -3,8 +3,8 @@
 // the same values, in float32 and bf16; the packing's round trip; the CPU
 // backend packing the fp32 mode's upload_linear_weight, reading the packed
 // weights in linear() and linear_residual() as it reads row-major ones, and
-// giving their values back; and the registry forgetting a packed weight
-// once its memory is freed. Skipped where oneDNN has no packed layout (CPUs
+// giving their values back; the registry forgetting a packed weight once
+// its memory is freed, and holding the AMX tiles' layout too. Skipped where oneDNN has no packed layout (CPUs
 // without AVX-512; bf16 also needs AVX512-BF16).
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_isa.h"
@@ -200,3 +200,21 @@ TEST(PackedWeights, TheRegistryForgetsAWeightWhoseMemoryIsFreed) {
 }
 
 }  // namespace
+
+// The AMX tiles' layout (linear_amx.h) in the same registry: held, known as
+// tiles, unpacked to the row-major values; shapes without tiles are left
+// alone. The packing is plain code, so this runs on any CPU.
+TEST(PackedWeights, AmxTilesAreHeldAsTilesAndUnpackToTheRowMajorValues) {
+  OnednnMatmuls matmuls;
+  PackedWeights weights;
+  const Tensor w = random_matrix(96, 64, 11).to_dtype(DType::BF16);  // [out 96, in 64]
+  const Tensor tiles = weights.pack_amx_tiles(w);
+  ASSERT_TRUE(tiles.defined());
+  EXPECT_TRUE(weights.holds(tiles));
+  EXPECT_TRUE(weights.holds_amx_tiles(tiles));
+  EXPECT_FALSE(weights.holds(w));
+  EXPECT_NE(std::memcmp(tiles.data(), w.data(), w.nbytes()), 0);  // moved, not copied
+  const Tensor back = weights.unpacked(matmuls, tiles);
+  EXPECT_EQ(std::memcmp(back.data(), w.data(), w.nbytes()), 0);
+  EXPECT_FALSE(weights.pack_amx_tiles(random_matrix(48, 64, 12).to_dtype(DType::BF16)).defined());  // 48 % 32
+}
