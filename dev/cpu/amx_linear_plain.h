@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -92,6 +93,28 @@ inline void amx_linear(const uint16_t* x, const uint16_t* packed, float* y, int 
       }
     _tile_release();
   }
+}
+
+// The largest |y - x W^T| / sum |products| over every `step`-th row of y
+// [m, n] (row stride n), the product taken in float64 from the same bf16
+// values.
+inline double max_error_vs_float64(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const float* y,
+                                   int m, int n, int k, int step) {
+  double worst = 0;
+#pragma omp parallel for reduction(max : worst)
+  for (int i = 0; i < m; i += step) {
+    for (int j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int c = 0; c < k; ++c) {
+        const double p = static_cast<double>(from_bf16(x[static_cast<size_t>(i) * k + c])) *
+                         from_bf16(w[static_cast<size_t>(j) * k + c]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      worst = std::max(worst, std::fabs(y[static_cast<size_t>(i) * n + j] - ref) / mag);
+    }
+  }
+  return worst;
 }
 
 }  // namespace amx_plain

@@ -11,6 +11,7 @@
 #include "amx_linear_plain.h"
 #include "amx_tiles.h"
 #include "median_time.h"
+#include "onednn_bf16_linear.h"
 
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -36,9 +37,6 @@ using amx_plain::to_bf16;
 
 int main() {
   if (!request_amx()) return 1;
-  using dnnl::memory;
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream strm(eng);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 1.f);
   const int shapes[][3] = {{978, 1024, 3072},  {978, 1024, 1024},  {978, 1024, 4096},  {978, 4096, 1024},
@@ -55,53 +53,19 @@ int main() {
 
     const double ours = median_ms([&] { amx_linear(x.data(), packed.data(), y.data(), mp, n, k); });
 
-    // oneDNN: x [M, K] ab, W^T [K, N] read from W [N, K] ("ba"), y float32.
-    const memory::desc src({m, k}, memory::data_type::bf16, memory::format_tag::ab);
-    const memory::desc wei({k, n}, memory::data_type::bf16, memory::format_tag::ba);
-    const memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), eng);  // oneDNN 2.x
-    const dnnl::matmul mm(pd);
-    memory ms(src, eng, x.data()), mw(wei, eng, w.data()), md(dst, eng, y_dnnl.data());
-    const double theirs = median_ms([&] {
-      mm.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
-      strm.wait();
-    });
-
-    // oneDNN with the model's output: bfloat16, with a bias.
-    const memory::desc dst16({m, n}, memory::data_type::bf16, memory::format_tag::ab);
-    const memory::desc bias({1, n}, memory::data_type::f32, memory::format_tag::ab);
-    const dnnl::matmul::primitive_desc pd16(dnnl::matmul::desc(src, wei, bias, dst16), eng);
-    const dnnl::matmul mm16(pd16);
-    std::vector<uint16_t> y16(static_cast<size_t>(m) * n);
-    std::vector<float> b(static_cast<size_t>(n), 0.5f);
-    memory md16(dst16, eng, y16.data()), mb(bias, eng, b.data());
-    const double bf16_out = median_ms([&] {
-      mm16.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, md16}});
-      strm.wait();
-    });
-    std::printf("  oneDNN, bf16 out + bias: %s %7.3f ms (%5.2f TFLOP/s)\n", pd16.impl_info_str(), bf16_out,
+    // oneDNN: float32 out, and the model's bf16 out with a bias.
+    const OnednnLinearTimes t_dnnl = time_onednn_bf16_linear(x.data(), w.data(), m, k, n, y_dnnl.data());
+    const double theirs = t_dnnl.f32_out_ms, bf16_out = t_dnnl.bf16_out_bias_ms;
+    std::printf("  oneDNN, bf16 out + bias: %s %7.3f ms (%5.2f TFLOP/s)\n", t_dnnl.impl.c_str(), bf16_out,
                 2.0 * m * n * k / bf16_out * 1e-9);
 
     // Both against a float64 product of the same bf16 values (every 7th row).
-    double worst = 0, worst_dnnl = 0;
-#pragma omp parallel for reduction(max : worst, worst_dnnl)
-    for (int i = 0; i < m; i += 7) {
-      for (int j = 0; j < n; ++j) {
-        double ref = 0, mag = 0;
-        for (int c = 0; c < k; ++c) {
-          const double p = static_cast<double>(from_bf16(x[static_cast<size_t>(i) * k + c])) *
-                           from_bf16(w[static_cast<size_t>(j) * k + c]);
-          ref += p;
-          mag += std::fabs(p);
-        }
-        worst = std::max(worst, std::fabs(y[static_cast<size_t>(i) * n + j] - ref) / mag);
-        worst_dnnl = std::max(worst_dnnl, std::fabs(y_dnnl[static_cast<size_t>(i) * n + j] - ref) / mag);
-      }
-    }
+    const double worst = amx_plain::max_error_vs_float64(x, w, y.data(), m, n, k, 7);
+    const double worst_dnnl = amx_plain::max_error_vs_float64(x, w, y_dnnl.data(), m, n, k, 7);
     const double flop = 2.0 * m * n * k;
     std::printf("%5d x %4d -> %4d: AMX tiles %7.3f ms (%5.2f TFLOP/s), oneDNN %s %7.3f ms (%5.2f TFLOP/s); "
                 "max error / sum|products|: %.1e, oneDNN %.1e\n",
-                m, k, n, ours, flop / ours * 1e-9, pd.impl_info_str(), theirs, flop / theirs * 1e-9, worst,
+                m, k, n, ours, flop / ours * 1e-9, t_dnnl.impl.c_str(), theirs, flop / theirs * 1e-9, worst,
                 worst_dnnl);
     std::fflush(stdout);
   }

@@ -21,11 +21,12 @@
 //   g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -mavx512f -fopenmp dev/cpu/amx_matmul_blocked.cpp -ldnnl -o /tmp/amx_blocked
 //   OMP_NUM_THREADS=16 /tmp/amx_blocked
 // Without AMX (a check of the indexing only, small shapes, emulated tiles):
-//   g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -fopenmp -DEMULATED \
+//   g++ -O2 -std=c++20 -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -fopenmp -DEMULATED
 //     -include tests/backend/cpu/amx_emulated/amx_emulation.h dev/cpu/amx_matmul_blocked.cpp -ldnnl -o /tmp/amx_emu
 #include "amx_linear_plain.h"
 #include "amx_tiles.h"
 #include "median_time.h"
+#include "onednn_bf16_linear.h"
 
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -162,9 +163,6 @@ int main(int argc, char** argv) {
   const int shapes[][3] = {{70, 128, 96}, {33, 256, 160}, {100, 64, 300 / 32 * 32}};
 #endif
   const bool small_only = argc > 1 && std::strcmp(argv[1], "small") == 0;
-  using dnnl::memory;
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream strm(eng);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 1.f);
   std::printf("%d threads\n", omp_get_max_threads());
@@ -186,18 +184,7 @@ int main(int argc, char** argv) {
     std::printf("  %-48s %8.3f ms %6.2f TFLOP/s\n", "twin (amx_matmul.cpp)", t_plain, flop / t_plain * 1e-9);
 
     // The twin against float64 on every 13th row.
-    double worst = 0;
-    for (int i = 0; i < m; i += 13)
-      for (int j = 0; j < n; ++j) {
-        double ref = 0, mag = 0;
-        for (int c = 0; c < k; ++c) {
-          const double p = static_cast<double>(from_bf16(x[static_cast<size_t>(i) * k + c])) *
-                           from_bf16(w[static_cast<size_t>(j) * k + c]);
-          ref += p;
-          mag += std::fabs(p);
-        }
-        worst = std::max(worst, std::fabs(y_ref[static_cast<size_t>(i) * n + j] - ref) / mag);
-      }
+    const double worst = amx_plain::max_error_vs_float64(x, w, y_ref.data(), m, n, k, 13);
     std::printf("  twin: max error / sum|products| %.1e%s\n", worst, worst < 1e-6 ? "" : "  <-- WRONG");
 
     for (const Variant& v : kVariants) {
@@ -217,31 +204,12 @@ int main(int argc, char** argv) {
     }
 
     // oneDNN: float32 out, and the model's bf16 out with a bias.
-    const memory::desc src({m, k}, memory::data_type::bf16, memory::format_tag::ab);
-    const memory::desc wei({k, n}, memory::data_type::bf16, memory::format_tag::ba);
-    const memory::desc dst({m, n}, memory::data_type::f32, memory::format_tag::ab);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, wei, dst), eng);  // oneDNN 2.x
-    const dnnl::matmul mm(pd);
     std::vector<float> y_dnnl(static_cast<size_t>(m) * n);
-    memory ms(src, eng, x.data()), mw(wei, eng, w.data()), md(dst, eng, y_dnnl.data());
-    const double t_dnnl = median_ms([&] {
-      mm.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, md}});
-      strm.wait();
-    });
-    std::printf("  %-48s %8.3f ms %6.2f TFLOP/s (%s)\n", "oneDNN, float32 out", t_dnnl, flop / t_dnnl * 1e-9,
-                pd.impl_info_str());
-    const memory::desc dst16({m, n}, memory::data_type::bf16, memory::format_tag::ab);
-    const memory::desc bias({1, n}, memory::data_type::f32, memory::format_tag::ab);
-    const dnnl::matmul::primitive_desc pd16(dnnl::matmul::desc(src, wei, bias, dst16), eng);
-    const dnnl::matmul mm16(pd16);
-    std::vector<uint16_t> y16(static_cast<size_t>(m) * n);
-    std::vector<float> b(static_cast<size_t>(n), 0.5f);
-    memory md16(dst16, eng, y16.data()), mb(bias, eng, b.data());
-    const double t16 = median_ms([&] {
-      mm16.execute(strm, {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_BIAS, mb}, {DNNL_ARG_DST, md16}});
-      strm.wait();
-    });
-    std::printf("  %-48s %8.3f ms %6.2f TFLOP/s\n", "oneDNN, bf16 out + bias", t16, flop / t16 * 1e-9);
+    const OnednnLinearTimes t_dnnl = time_onednn_bf16_linear(x.data(), w.data(), m, k, n, y_dnnl.data());
+    std::printf("  %-48s %8.3f ms %6.2f TFLOP/s (%s)\n", "oneDNN, float32 out", t_dnnl.f32_out_ms,
+                flop / t_dnnl.f32_out_ms * 1e-9, t_dnnl.impl.c_str());
+    std::printf("  %-48s %8.3f ms %6.2f TFLOP/s\n", "oneDNN, bf16 out + bias", t_dnnl.bf16_out_bias_ms,
+                flop / t_dnnl.bf16_out_bias_ms * 1e-9);
     std::fflush(stdout);
   }
 }
