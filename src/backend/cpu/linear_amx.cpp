@@ -13,8 +13,8 @@
 // block, in consecutive lines, and the item's columns of w stay in L2 for
 // all of its strips. A finished block passes from the accumulators through
 // the epilogue (bias, GELU, residual update or rounding to bf16) to dst.
-// (Cutting K into chunks that keep a strip's x in L1 was measured and was
-// slower: docs/PERF.md, "Linear products on AMX tiles".)
+// (Cutting K into chunks that keep a strip's x in L1 was measured: slower on
+// most of the model's shapes, docs/PERF.md, "Linear products on AMX tiles".)
 //
 // This file alone is compiled with AMX and AVX-512 code generation
 // (src/CMakeLists.txt) and runs only where linear_amx_available() holds; its
