@@ -4,10 +4,10 @@
 
 #include "backend/cpu/attention_bf16.h"
 #include "backend/cpu/bf16_products_choice.h"
-#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/cpu_kv_cache.h"
 #include "backend/cpu/bf16_kv_bridge.h"
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/gemm.h"
 #include "core/half.h"
 
@@ -82,9 +82,10 @@ CpuBackend::CpuBackend(int threads, Isa isa, DType compute, Bf16Products product
   use_isa(isa);
   limit_onednn_to(isa);
   if (threads > 0) set_num_threads(threads);
-  // Where oneDNN's bf16 products are the faster (AMX, or bf16 dot products
-  // at an FMA's rate) attention's products and the DPT convolutions go the
-  // same way; with the widened kernel bf16 products would be the slower ones.
+  // Where bf16 products are the faster (ours or oneDNN's on AMX, or bf16 dot
+  // products at an FMA's rate) attention's products and the DPT convolutions
+  // go the same way; with the widened kernel bf16 products would be the
+  // slower ones.
   if (compute == DType::BF16 && products != Bf16Products::WidenedSgemm && isa == Isa::Avx512 &&
       bf16_attention_available()) {
     attention_products_ = AttentionProducts::Bf16;
