@@ -123,7 +123,7 @@ class CpuBackend final : public Backend {
   // Why the CPU's default took this backend's bf16 kernel, for name().
   std::string chosen_because() const;
   // w itself, or for weights in the AMX tiles' layout a row-major copy.
-  Tensor row_major_bf16(const Tensor& w) const;
+  Tensor row_major_bf16(const Tensor& w, WeightLayout layout) const;
   // The bf16 mode's Linear layers (weights in bf16).
   // `layout`: w's, as PackedWeights::holds found it.
   void linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layout, const Tensor* b, Activation act,

@@ -169,18 +169,18 @@ void store(const Tensor& result, Tensor& out) {
 
 }  // namespace
 
-Tensor CpuBackend::row_major_bf16(const Tensor& w) const {
+Tensor CpuBackend::row_major_bf16(const Tensor& w, WeightLayout layout) const {
   // The model never multiplies a float32 x by the AMX-packed weights (its
   // Linear layers take bf16 activations in the bf16 mode); other callers get
   // the product right, unpacking per call.
-  return packed_weights_.holds_amx_tiles(w) ? packed_weights_.unpacked(*matmuls_, w) : w;
+  return layout == WeightLayout::AmxTiles ? packed_weights_.unpacked(*matmuls_, w) : w;
 }
 
 void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layout, const Tensor* b, Activation act,
                              MatmulDst kind, void* dst, int64_t n, int64_t k, int64_t m) {
   const float* bias = b ? b->f32() : nullptr;
   thread_local std::vector<uint16_t> x_bf16;
-  if (layout == WeightLayout::Packed && packed_weights_.holds_amx_tiles(w)) {
+  if (layout == WeightLayout::AmxTiles) {
     linear_amx(as_bf16(x, x_bf16), n, k, w.data_as<const uint16_t>(), m, bias, act, kind, dst);
     return;
   }
@@ -218,14 +218,14 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layo
 
 void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& out, Activation act) {
   const auto [N, K, M] = contracts::check_linear(contract(), x, w, b, out);
-  const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products and ours on AMX tiles
-  const WeightLayout layout = packed ? WeightLayout::Packed : WeightLayout::RowMajor;
-  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && (!packed || packed_weights_.holds_amx_tiles(w))) {
+  const WeightLayout layout = packed_weights_.layout_of(w);  // packed: read only by oneDNN's products and ours
+  const bool packed = layout != WeightLayout::RowMajor;
+  if (x.dtype() == DType::F32 && w.dtype() == DType::BF16 && layout != WeightLayout::Packed) {
     // Weights kept in bf16, a float32 product (x is not rounded).
     LB_CHECK(out.dtype() == DType::F32, "linear: bfloat16 weights under a float32 x write float32 output, got {}",
              out.describe());
-    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w).data_as<const uint16_t>(), M, b ? b->f32() : nullptr,
-                      out.f32(), /*accumulate=*/false);
+    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w, layout).data_as<const uint16_t>(), M,
+                      b ? b->f32() : nullptr, out.f32(), /*accumulate=*/false);
     if (act != Activation::None) apply_bias_activation(out.f32(), N, M, nullptr, act);
     return;
   }
@@ -255,12 +255,12 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
     store(sum, residual);
     return;
   }
-  const bool packed = packed_weights_.holds(w);  // read only by oneDNN's products
-  const WeightLayout layout = packed ? WeightLayout::Packed : WeightLayout::RowMajor;
-  const bool bf16_rows = x.dtype() == DType::F32 && w.dtype() == DType::BF16 &&
-                         (!packed || packed_weights_.holds_amx_tiles(w));  // a float32 product, as in linear()
+  const WeightLayout layout = packed_weights_.layout_of(w);  // packed: read only by oneDNN's products and ours
+  const bool packed = layout != WeightLayout::RowMajor;
+  // A float32 product, as in linear().
+  const bool bf16_rows = x.dtype() == DType::F32 && w.dtype() == DType::BF16 && layout != WeightLayout::Packed;
   if (bf16_rows && gamma == nullptr) {  // bf16-kept weights
-    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w).data_as<const uint16_t>(), M, b ? b->f32() : nullptr,
+    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w, layout).data_as<const uint16_t>(), M, b ? b->f32() : nullptr,
                       residual.f32(), /*accumulate=*/true);
     return;
   }
@@ -275,7 +275,7 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
   }
   float* const sums = room(scratch_.sums, N * M);
   if (bf16_rows) {
-    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w).data_as<const uint16_t>(), M, nullptr, sums,
+    bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w, layout).data_as<const uint16_t>(), M, nullptr, sums,
                       /*accumulate=*/false);
   } else if (w.dtype() == DType::BF16) {
     linear_bf16(x, w, layout, nullptr, Activation::None, MatmulDst::F32, sums, N, K, M);

@@ -5,9 +5,9 @@
 
 #include "backend/cpu/cpu_isa.h"
 #include "core/error.h"
+#include "core/tensor.h"
 
 #include <cstdint>
-#include <memory>
 
 namespace lingbot::cpu {
 
@@ -18,23 +18,6 @@ int64_t tile_index(int64_t o, int64_t i, int64_t in) {
   const int64_t nb = o / 16, c = o % 16, kb = i / 32, r = (i % 32) / 2, p = i % 2;
   return (nb * (in / 32) + kb) * 512 + (r * 16 + c) * 2 + p;
 }
-
-// 64-byte aligned bf16 room that grows and is kept.
-class AlignedBf16 {
- public:
-  uint16_t* get(size_t n) {
-    if (n + 32 > capacity_) {
-      capacity_ = n + 32;
-      storage_ = std::make_unique_for_overwrite<uint16_t[]>(capacity_);
-    }
-    const auto p = reinterpret_cast<uintptr_t>(storage_.get());
-    return reinterpret_cast<uint16_t*>((p + 63) & ~uintptr_t{63});
-  }
-
- private:
-  std::unique_ptr<uint16_t[]> storage_;
-  size_t capacity_ = 0;
-};
 
 }  // namespace
 
@@ -70,10 +53,12 @@ void linear_amx_unchecked(const uint16_t* x, int64_t rows, int64_t in, const uin
   LB_CHECK(kind != MatmulDst::AddIntoF32 || act == Activation::None,
            "internal error: linear (AMX): a residual update takes no activation");
   LB_CHECK(act == Activation::None || act == Activation::Gelu, "internal error: linear (AMX): GELU or nothing");
-  thread_local AlignedBf16 x_strips;  // the calling thread's: linear_amx is called from serial code
-  const int64_t padded_rows = (rows + 31) / 32 * 32;
-  linear_amx_kernel(x, rows, in, w_tiles, out, bias, act, kind, dst,
-                    x_strips.get(static_cast<size_t>(padded_rows * in)));
+  // Kept from call to call by the calling thread (linear_amx is called from
+  // serial code); a tensor's memory is 64-byte aligned, as the kernel needs.
+  thread_local Tensor x_strips;
+  const int64_t values = (rows + 31) / 32 * 32 * in;
+  if (!x_strips.defined() || x_strips.numel() < values) x_strips = Tensor::empty({values}, DType::BF16);
+  linear_amx_kernel(x, rows, in, w_tiles, out, bias, act, kind, dst, x_strips.data_as<uint16_t>());
 }
 
 }  // namespace detail

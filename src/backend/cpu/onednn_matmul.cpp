@@ -137,6 +137,7 @@ void OnednnMatmuls::run(const MatmulShape& s, DType operands, const void* x, con
   if (s.rows == 0 || s.out == 0) return;
   LB_CHECK(kind != MatmulDst::AddIntoF32 || act == Activation::None,
            "internal error: matmul: a residual update takes no activation");
+  LB_CHECK(layout != WeightLayout::AmxTiles, "internal error: matmul: weights in the AMX tiles' layout");
   const Dt type = onednn_type(operands);
   try {
     State& st = *state_;

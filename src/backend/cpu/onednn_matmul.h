@@ -34,9 +34,10 @@ enum class MatmulDst {
   AddIntoF32,  // dst += product (float32): the transformer's residual update
 };
 
-// How w[out, in] lies in memory: the model's row-major layout, or the blocked
-// one oneDNN's products read directly (pack_weights).
-enum class WeightLayout { RowMajor, Packed };
+// How w[out, in] lies in memory: the model's row-major layout, the blocked
+// one oneDNN's products read directly (pack_weights), or the AMX tiles' one
+// our bf16 kernel reads (linear_amx.h; never passed to OnednnMatmuls).
+enum class WeightLayout { RowMajor, Packed, AmxTiles };
 
 class OnednnMatmuls {
  public:

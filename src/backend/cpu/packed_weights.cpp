@@ -14,7 +14,7 @@ struct PackedWeights::Registry {
   struct Entry {
     Shape shape;
     DType dtype;
-    Layout layout;
+    WeightLayout layout;
   };
   mutable std::mutex mutex;
   std::unordered_map<const void*, Entry> live;
@@ -33,7 +33,7 @@ struct PackedWeights::Memory {
 PackedWeights::PackedWeights() : registry_(std::make_shared<Registry>()) {}
 PackedWeights::~PackedWeights() = default;
 
-Tensor PackedWeights::registered(Tensor storage, Layout layout) {
+Tensor PackedWeights::registered(Tensor storage, WeightLayout layout) {
   void* const data = storage.data();
   const Shape shape = storage.shape();
   const DType dtype = storage.dtype();
@@ -52,7 +52,7 @@ Tensor PackedWeights::pack(OnednnMatmuls& matmuls, const Tensor& w) {
   if (!matmuls.packs(w.dtype(), in, out)) return Tensor();
   Tensor storage = Tensor::empty(w.shape(), w.dtype());
   matmuls.pack_weights(w.dtype(), in, out, w.data(), storage.data());
-  return registered(std::move(storage), Layout::Onednn);
+  return registered(std::move(storage), WeightLayout::Packed);
 }
 
 Tensor PackedWeights::pack_amx_tiles(const Tensor& w) {
@@ -62,32 +62,25 @@ Tensor PackedWeights::pack_amx_tiles(const Tensor& w) {
   if (!linear_amx_fits(in, out)) return Tensor();
   Tensor storage = Tensor::empty(w.shape(), w.dtype());
   linear_amx_pack_weights(w.data_as<const uint16_t>(), in, out, storage.data_as<uint16_t>());
-  return registered(std::move(storage), Layout::AmxTiles);
+  return registered(std::move(storage), WeightLayout::AmxTiles);
 }
 
-const PackedWeights::Layout* PackedWeights::layout_of(const Tensor& w) const {
-  if (!w.defined() || !w.is_cpu()) return nullptr;
+WeightLayout PackedWeights::layout_of(const Tensor& w) const {
+  if (!w.defined() || !w.is_cpu()) return WeightLayout::RowMajor;
   const std::lock_guard lock(registry_->mutex);
   const auto it = registry_->live.find(w.data());
-  if (it == registry_->live.end()) return nullptr;
+  if (it == registry_->live.end()) return WeightLayout::RowMajor;
   LB_CHECK(it->second.shape == w.shape() && it->second.dtype == w.dtype(),
            "internal error: packed weights: a packed {}{} viewed as {}", dtype_name(it->second.dtype),
            shape_str(it->second.shape), w.describe());
-  return &it->second.layout;  // entries stay put while their weight lives
-}
-
-bool PackedWeights::holds(const Tensor& w) const { return layout_of(w) != nullptr; }
-
-bool PackedWeights::holds_amx_tiles(const Tensor& w) const {
-  const Layout* layout = layout_of(w);
-  return layout != nullptr && *layout == Layout::AmxTiles;
+  return it->second.layout;
 }
 
 Tensor PackedWeights::unpacked(OnednnMatmuls& matmuls, const Tensor& w) const {
-  const Layout* layout = layout_of(w);
-  LB_CHECK(layout != nullptr, "internal error: packed weights: {} is not packed", w.describe());
+  const WeightLayout layout = layout_of(w);
+  LB_CHECK(layout != WeightLayout::RowMajor, "internal error: packed weights: {} is not packed", w.describe());
   Tensor plain = Tensor::empty(w.shape(), w.dtype());
-  if (*layout == Layout::AmxTiles) {
+  if (layout == WeightLayout::AmxTiles) {
     linear_amx_unpack_weights(w.data_as<const uint16_t>(), w.dim(1), w.dim(0), plain.data_as<uint16_t>());
   } else {
     matmuls.unpack_weights(w.dtype(), w.dim(1), w.dim(0), w.data(), plain.data());

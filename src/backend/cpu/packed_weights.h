@@ -27,20 +27,18 @@ class PackedWeights {
   Tensor pack(OnednnMatmuls& matmuls, const Tensor& w);
   // The same in the AMX tiles' layout (w: bf16).
   Tensor pack_amx_tiles(const Tensor& w);
-  // Whether w is a tensor pack() or pack_amx_tiles() made, whole (not a view
-  // of a part); and whether in the tiles' layout.
-  bool holds(const Tensor& w) const;
-  bool holds_amx_tiles(const Tensor& w) const;
+  // The layout of w: Packed or AmxTiles for a tensor pack() or
+  // pack_amx_tiles() made, whole (not a view of a part); else RowMajor.
+  WeightLayout layout_of(const Tensor& w) const;
+  bool holds(const Tensor& w) const { return layout_of(w) != WeightLayout::RowMajor; }
   // A packed weight's values in the row-major layout (a new tensor).
   Tensor unpacked(OnednnMatmuls& matmuls, const Tensor& w) const;
 
  private:
   struct Registry;
   struct Memory;
-  enum class Layout { Onednn, AmxTiles };
-  // Registers storage (filled) as a packed weight of w's shape and type.
-  Tensor registered(Tensor storage, Layout layout);
-  const Layout* layout_of(const Tensor& w) const;
+  // Registers storage (filled) as a packed weight of its shape and type.
+  Tensor registered(Tensor storage, WeightLayout layout);
   std::shared_ptr<Registry> registry_;
 };
 

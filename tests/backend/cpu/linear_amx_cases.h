@@ -11,6 +11,7 @@
 #include "core/half.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -115,6 +116,24 @@ inline void check(const Case& c, const Kernel& kernel, uint32_t seed = 3) {
       ASSERT_TRUE(std::isnan(dst_f32[g])) << "written past the rows at " << g - n;
     }
   }
+}
+
+// Runs one case through `kernel` at each of two OpenMP thread counts
+// (checking each as above) and expects the same bits: the kernel's items
+// follow the thread count, each sum's order must not.
+inline void check_same_bits(const Case& c, const Kernel& kernel, int threads_a, int threads_b) {
+  std::vector<float> results[2];
+  const int saved = omp_get_max_threads();
+  for (int i = 0; i < 2; ++i) {
+    omp_set_num_threads(i == 0 ? threads_a : threads_b);
+    check(c, [&](const Case& cc, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const float* bias,
+                 void* d) {
+      kernel(cc, x, w, bias, d);
+      results[i].assign(static_cast<float*>(d), static_cast<float*>(d) + cc.rows * cc.out);
+    });
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0);
 }
 
 }  // namespace lingbot::cpu::linear_amx_cases

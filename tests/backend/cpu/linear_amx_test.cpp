@@ -7,9 +7,7 @@
 #include "linear_amx_cases.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -68,18 +66,5 @@ TEST(LinearAmx, MatchesFloat64OnThisCpusTiles) {
 
 TEST(LinearAmx, SameBitsOnAnyThreadCount) {
   if (!linear_amx_available()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU (the emulated test covers the kernel)";
-  const Case c{70, 512, 288, true, Activation::Gelu, MatmulDst::F32};
-  std::vector<float> one, many;
-  const int saved = omp_get_max_threads();
-  for (int threads : {1, 4}) {
-    omp_set_num_threads(threads);
-    std::vector<float>& dst = threads == 1 ? one : many;
-    check(c, [&](const Case& cc, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const float* bias,
-                 void* d) {
-      on_this_cpu(cc, x, w, bias, d);
-      dst.assign(static_cast<float*>(d), static_cast<float*>(d) + cc.rows * cc.out);
-    });
-  }
-  omp_set_num_threads(saved);
-  EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0);
+  check_same_bits({70, 512, 288, true, Activation::Gelu, MatmulDst::F32}, on_this_cpu, 1, 4);
 }

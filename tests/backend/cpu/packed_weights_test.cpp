@@ -211,7 +211,7 @@ TEST(PackedWeights, AmxTilesAreHeldAsTilesAndUnpackToTheRowMajorValues) {
   const Tensor tiles = weights.pack_amx_tiles(w);
   ASSERT_TRUE(tiles.defined());
   EXPECT_TRUE(weights.holds(tiles));
-  EXPECT_TRUE(weights.holds_amx_tiles(tiles));
+  EXPECT_EQ(weights.layout_of(tiles), WeightLayout::AmxTiles);
   EXPECT_FALSE(weights.holds(w));
   EXPECT_NE(std::memcmp(tiles.data(), w.data(), w.nbytes()), 0);  // moved, not copied
   const Tensor back = weights.unpacked(matmuls, tiles);

@@ -11,9 +11,7 @@
 #include "../linear_amx_cases.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
-#include <cstring>
 #include <vector>
 
 using namespace lingbot;
@@ -41,17 +39,5 @@ TEST(LinearAmxEmulated, MatchesFloat64) {
 // Items follow the thread count; each sum's order does not.
 TEST(LinearAmxEmulated, SameBitsOnOneAndThreeThreads) {
   if (!can_run()) GTEST_SKIP() << "needs AVX-512 (the kernel's packing and epilogue)";
-  const Case c{70, 512, 288, true, Activation::None, MatmulDst::F32};
-  std::vector<float> results[2];
-  const int saved = omp_get_max_threads();
-  for (int i = 0; i < 2; ++i) {
-    omp_set_num_threads(i == 0 ? 1 : 3);
-    check(c, [&](const Case& cc, const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, const float* bias,
-                 void* d) {
-      emulated(cc, x, w, bias, d);
-      results[i].assign(static_cast<float*>(d), static_cast<float*>(d) + cc.rows * cc.out);
-    });
-  }
-  omp_set_num_threads(saved);
-  EXPECT_EQ(std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)), 0);
+  check_same_bits({70, 512, 288, true, Activation::None, MatmulDst::F32}, emulated, 1, 3);
 }
