@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/linear_amx.h"
 #include "backend/cpu/onednn_matmul.h"
 
 #include <benchmark/benchmark.h>
@@ -19,6 +20,7 @@
 #endif
 
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -147,6 +149,44 @@ void BM_Bf16LinearWidened(benchmark::State& state) {
   report(state, m, n, k);
 }
 
+// The bf16 mode's Linear as the model's blocks call it (CpuBackend::linear:
+// bf16 x and out, the bias, GELU on the fc1 shape) on weights packed at
+// upload, by the kernel range(3) names: 0 oneDNN's matmul, 1 our AMX tiles
+// (linear_amx.h; skipped where the CPU has no AMX).
+void BM_Bf16Linear(benchmark::State& state) {
+  using namespace lingbot;
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool amx = state.range(3) == 1;
+  if (!cpu::cpu_has_bf16_arithmetic() || (amx && !cpu::linear_amx_available())) {
+    state.SkipWithError(amx ? "no AMX-BF16" : "no AVX512-BF16");
+    return;
+  }
+  Matrices t(m, n, k);
+  cpu::CpuBackend backend(0, cpu::resolve_isa("auto"), DType::BF16,
+                          amx ? cpu::Bf16Products::AmxTiles : cpu::Bf16Products::OnednnBf16);
+  Tensor x = Tensor::empty({m, k}), host_w = Tensor::empty({n, k}), bias = Tensor::empty({n});
+  std::copy(t.x.begin(), t.x.end(), x.f32());
+  std::copy(t.w.begin(), t.w.end(), host_w.f32());
+  for (int64_t i = 0; i < n; ++i) bias.f32()[i] = 0.01f * static_cast<float>(i % 7);
+  const Tensor xb = x.to_dtype(DType::BF16);
+  const Tensor w = backend.upload_linear_weight(host_w, DType::BF16);
+  const Activation act = n == 4 * k ? Activation::Gelu : Activation::None;
+  Tensor out = Tensor::empty({m, n}, DType::BF16);
+  state.SetLabel(std::string(amx ? "ours, AMX tiles" : cpu::bf16_matmul_name()) + (act == Activation::Gelu ? ", GELU" : ""));
+  for (auto _ : state) {
+    backend.linear(xb, w, &bias, out, act);
+    benchmark::DoNotOptimize(out.data());
+  }
+  report(state, m, n, k);
+}
+void bf16_linear_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t kernel : {0, 1})
+    for (int64_t m : {978, 7824})
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{3072, 1024}, {1024, 1024}, {4096, 1024}, {1024, 4096}})
+        b->Args({m, n, k, kernel});
+  b->ArgNames({"M", "N", "K", "amx"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 #ifdef LINGBOT_HAVE_OPENBLAS
 void BM_OpenBLAS(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -184,6 +224,7 @@ BENCHMARK(BM_F32LinearPacked)->Apply(shapes);
 BENCHMARK(BM_Bf16Matmul)->Apply(shapes);
 BENCHMARK(BM_Bf16MatmulPacked)->Apply(shapes);
 BENCHMARK(BM_Bf16LinearWidened)->Apply(shapes);
+BENCHMARK(BM_Bf16Linear)->Apply(bf16_linear_shapes);
 #ifdef LINGBOT_HAVE_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 #endif

@@ -11,8 +11,9 @@
 // runs over its 32-column blocks, each over the whole of K: the strip's
 // packed x (32 rows x K, 64 KiB at K = 1,024) is read from L2 by every
 // block, in consecutive lines, and the item's columns of w stay in L2 for
-// all of its strips. A finished block passes from the accumulators through
-// the epilogue (bias, GELU, residual update or rounding to bf16) to dst.
+// all of its strips. A finished block is stored from the accumulators to a
+// buffer and passes through the epilogue (bias, GELU, residual update or
+// rounding to bf16) to dst while the tiles compute the next block.
 // (Cutting K into chunks that keep a strip's x in L1 was measured: slower on
 // most of the model's shapes, docs/PERF.md, "Linear products on AMX tiles".)
 //
@@ -86,7 +87,11 @@ void pack_strip(const uint16_t* x, int64_t rows, int64_t in, int64_t s, uint16_t
 __m512 gelu_erf(__m512 x) {
   const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752440f));
   const __m512 a = _mm512_abs_ps(z);
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.f), _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f)));
+  // t = 1 / (1 + p a): rcp14's estimate (2^-14) and one Newton step, a few
+  // float32 ulps, instead of a division (about 8 cycles a vector)
+  const __m512 d = _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f));
+  const __m512 r = _mm512_rcp14_ps(d);
+  const __m512 t = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.f)), r);
   __m512 p = _mm512_set1_ps(1.061405429f);
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
   p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
@@ -109,17 +114,17 @@ struct Epilogue {
   int64_t out;  // dst's row length
 };
 
-// A finished 32 x 32 block of sums (rows `valid` of them real) into dst at
-// (row0, col).
-void finish_block(const float* sums, int64_t ld, int valid, int64_t row0, int64_t col, const Epilogue& e) {
+// Rows [r0, r1) of a finished 32 x 32 block of sums (row stride 32) into
+// dst at (row0, col).
+void finish_rows(const float* sums, int r0, int r1, int64_t row0, int64_t col, const Epilogue& e) {
   __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
   if (e.bias != nullptr) {
     b0 = _mm512_loadu_ps(e.bias + col);
     b1 = _mm512_loadu_ps(e.bias + col + 16);
   }
-  for (int r = 0; r < valid; ++r) {
-    __m512 v0 = _mm512_add_ps(_mm512_load_ps(sums + r * ld), b0);
-    __m512 v1 = _mm512_add_ps(_mm512_load_ps(sums + r * ld + 16), b1);
+  for (int r = r0; r < r1; ++r) {
+    __m512 v0 = _mm512_add_ps(_mm512_load_ps(sums + r * 32), b0);
+    __m512 v1 = _mm512_add_ps(_mm512_load_ps(sums + r * 32 + 16), b1);
     if (e.act == Activation::Gelu) {
       v0 = gelu_erf(v0);
       v1 = gelu_erf(v1);
@@ -145,11 +150,36 @@ void finish_block(const float* sums, int64_t ld, int valid, int64_t row0, int64_
   }
 }
 
+// A block whose sums wait in a buffer for their epilogue: rows [done, valid)
+// still to go, to dst at (row0, col).
+struct Pending {
+  const float* sums = nullptr;
+  int done = 0, valid = 0;
+  int64_t row0 = 0, col = 0;
+
+  void advance(int rows, const Epilogue& e) {
+    if (sums == nullptr || done >= valid) return;
+    const int to = done + rows < valid ? done + rows : valid;
+    finish_rows(sums, done, to, row0, col, e);
+    done = to;
+  }
+};
+
 // One item: strips [s0, s1) x columns [c0, c1) of the product; `sums`: a
-// thread's 32 x 32 float32 buffer.
+// thread's two 32 x 32 float32 buffers.
+//
+// The epilogue runs one block behind the tiles: block b's sums are stored to
+// one buffer, and its rows pass through the epilogue a few per K step while
+// the tiles compute block b + 1 into the accumulators. A core retires in
+// order, so vector work placed after a block's tile instructions would leave
+// the tiles idle while it runs (GELU takes some 30 vector instructions per 16
+// values); spread among them, it runs while the tile unit works.
 void run_item(const uint16_t* strips, int64_t rows, int64_t in, const uint16_t* w_tiles, int64_t s0, int64_t s1,
               int64_t c0, int64_t c1, float* sums, const Epilogue& e) {
   const int64_t kbs = in / 32;
+  const int rows_per_step = static_cast<int>((kStrip + kbs - 1) / kbs);
+  Pending pending;
+  int buffer = 0;
   for (int64_t s = s0; s < s1; ++s) {
     const uint16_t* xs = strips + s * kbs * 2 * kTileElements;
     const int valid = static_cast<int>(smaller(kStrip, rows - s * kStrip));
@@ -169,14 +199,19 @@ void run_item(const uint16_t* strips, int64_t rows, int64_t in, const uint16_t* 
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        pending.advance(rows_per_step, e);
       }
-      _tile_stored(0, sums, 32 * 4);
-      _tile_stored(1, sums + 16, 32 * 4);
-      _tile_stored(2, sums + 16 * 32, 32 * 4);
-      _tile_stored(3, sums + 16 * 32 + 16, 32 * 4);
-      finish_block(sums, 32, valid, s * kStrip, j, e);
+      pending.advance(kStrip, e);  // none left where K >= 32 x rows_per_step, as it always is
+      float* const to = sums + buffer * kStrip * 32;
+      buffer ^= 1;
+      _tile_stored(0, to, 32 * 4);
+      _tile_stored(1, to + 16, 32 * 4);
+      _tile_stored(2, to + 16 * 32, 32 * 4);
+      _tile_stored(3, to + 16 * 32 + 16, 32 * 4);
+      pending = Pending{to, 0, valid, s * kStrip, j};
     }
   }
+  pending.advance(kStrip, e);
 }
 
 }  // namespace
@@ -195,7 +230,7 @@ void linear_amx_kernel(const uint16_t* x, int64_t rows, int64_t in, const uint16
   {
 #pragma omp for schedule(static)
     for (int64_t s = 0; s < strips; ++s) pack_strip(x, rows, in, s, xs);
-    alignas(64) static thread_local float sums[kStrip * 32];
+    alignas(64) static thread_local float sums[2 * kStrip * 32];
     amx_begin_tiles();
 #pragma omp for schedule(dynamic) collapse(2)
     for (int64_t cr = 0; cr < items.col_ranges; ++cr)
