@@ -6,6 +6,7 @@
 #include "kv/fp8_e4m3.h"
 #include "kv/step_tracker.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -70,8 +71,17 @@ KvRowBlock::KvRowBlock(KvElement element, int num_heads, int head_dim, int64_t c
 
 void KvRowBlock::prefault(int64_t slot, int64_t count) {
   LB_ASSERT(slot >= 0 && count >= 0 && slot + count <= capacity_);
-  populate_for_write(k_elems(slot), count * row_bytes_);
-  populate_for_write(v_elems(slot), count * row_bytes_);
+  // The kernel zeroes each new page as it maps it: split across the threads,
+  // as first touch would be.
+  const int64_t bytes = count * row_bytes_;
+  constexpr int64_t kPiece = int64_t{256} << 10;
+  const int64_t pieces = (bytes + kPiece - 1) / kPiece;
+#pragma omp parallel for schedule(static) if (pieces >= 4)
+  for (int64_t i = 0; i < 2 * pieces; ++i) {
+    std::byte* base = i < pieces ? k_elems(slot) : v_elems(slot);
+    const int64_t from = (i % pieces) * kPiece;
+    populate_for_write(base + from, std::min(kPiece, bytes - from));
+  }
   if (element_ == KvElement::Fp8) {
     populate_for_write(reinterpret_cast<std::byte*>(k_scales(slot)), count * num_heads_ * int64_t{4});
     populate_for_write(reinterpret_cast<std::byte*>(v_scales(slot)), count * num_heads_ * int64_t{4});
