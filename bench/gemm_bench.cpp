@@ -1,4 +1,4 @@
-// CPU matrix products on the model's shapes: the CPU backend's (oneDNN's
+// CPU matrix products (and the bf16 mode's convolutions) on the model's shapes: the CPU backend's (oneDNN's
 // sgemm, gemm.h) against OpenBLAS where it is installed. docs/PERF.md records
 // why the backend moved from OpenBLAS to oneDNN with these figures.
 //
@@ -7,6 +7,7 @@
 // OPENBLAS_CORETYPE=SkylakeX (or Haswell) overrides OpenBLAS's choice of
 // kernels; LINGBOT_CPU_ISA=avx2 caps oneDNN at AVX2.
 #include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/conv_amx.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/gemm.h"
@@ -187,6 +188,53 @@ void bf16_linear_shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"M", "N", "K", "amx"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
+// The bf16 mode's convolutions as the depth head calls them
+// (CpuBackend::conv2d_nhwc: float32 channels-last maps, bf16 operands, the
+// bias and ReLU) by the kernel range(5) names: 0 oneDNN's convolution, 1 our
+// AMX tiles (conv_amx.h; skipped where the CPU has no AMX). range(0..4): the
+// input's height, width and channels, the output channels, the kernel (its
+// stride 2 where the output is the input's half).
+void BM_Bf16Conv(benchmark::State& state) {
+  using namespace lingbot;
+  const int64_t h = state.range(0), w = state.range(1), cin = state.range(2), cout = state.range(3),
+                k = state.range(4);
+  const bool amx = state.range(5) == 1;
+  if (!cpu::cpu_has_bf16_arithmetic() || (amx && !cpu::conv_amx_available())) {
+    state.SkipWithError(amx ? "no AMX-BF16" : "no AVX512-BF16");
+    return;
+  }
+  const int stride = h == 27 ? 2 : 1, pad = static_cast<int>(k / 2);
+  const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
+  cpu::CpuBackend backend(0, cpu::resolve_isa("auto"), DType::BF16,
+                          amx ? cpu::Bf16Products::AmxTiles : cpu::Bf16Products::OnednnBf16);
+  Tensor x = Tensor::empty({1, h, w, cin}), weight = Tensor::empty({cout, k, k, cin}), bias = Tensor::empty({cout});
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = normal(rng);
+  for (int64_t i = 0; i < weight.numel(); ++i) weight.f32()[i] = 0.05f * normal(rng);
+  for (int64_t i = 0; i < cout; ++i) bias.f32()[i] = 0.01f * static_cast<float>(i % 7);
+  Tensor out = Tensor::empty({1, oh, ow, cout});
+  state.SetLabel(amx ? "ours, AMX tiles" : "oneDNN convolution, bf16 operands");
+  for (auto _ : state) {
+    backend.conv2d_nhwc(x, weight, &bias, stride, pad, out, {.act = Activation::Relu});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * oh * ow * cout * cin * k * k * static_cast<double>(state.iterations()),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+// The depth head's convolutions at 378 x 504 that carry its FLOPs: the
+// residual units and layer_rn at 108 x 144, output_conv1 at 216 x 288, the
+// 1 x 1 out_conv, and the strided one at 27 x 36.
+void bf16_conv_shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t kernel : {0, 1}) {
+    b->Args({108, 144, 256, 256, 3, kernel});
+    b->Args({216, 288, 256, 128, 3, kernel});
+    b->Args({108, 144, 256, 256, 1, kernel});
+    b->Args({27, 36, 1024, 1024, 3, kernel});
+  }
+  b->ArgNames({"H", "W", "Cin", "Cout", "K", "amx"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 #ifdef LINGBOT_HAVE_OPENBLAS
 void BM_OpenBLAS(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
@@ -225,6 +273,7 @@ BENCHMARK(BM_Bf16Matmul)->Apply(shapes);
 BENCHMARK(BM_Bf16MatmulPacked)->Apply(shapes);
 BENCHMARK(BM_Bf16LinearWidened)->Apply(shapes);
 BENCHMARK(BM_Bf16Linear)->Apply(bf16_linear_shapes);
+BENCHMARK(BM_Bf16Conv)->Apply(bf16_conv_shapes);
 #ifdef LINGBOT_HAVE_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 #endif

@@ -1088,6 +1088,11 @@ inline std::vector<OpCase> make_op_cases() {
   t.push_back(conv2d_nhwc_case({.x = {1, 5, 6, 6}, .cout = 3, .k = 3, .pad = 1}, Activation::Relu, true));
   t.push_back(conv2d_nhwc_case({.x = {1, 16, 12, 16}, .cout = 2, .k = 1}));
   t.push_back(conv2d_nhwc_case({.x = {2, 40, 9, 13}, .cout = 24, .k = 3, .pad = 1, .bias = false}));
+  // Channels in multiples of 32 (the depth head's): the CPU's AMX kernel
+  // where the backend has it.
+  t.push_back(conv2d_nhwc_case({.x = {1, 64, 7, 9}, .cout = 32, .k = 3, .pad = 1}, Activation::Relu, true));
+  t.push_back(conv2d_nhwc_case({.x = {2, 32, 6, 5}, .cout = 64, .k = 3, .stride = 2, .pad = 1, .bias = false}));
+  t.push_back(conv2d_nhwc_case({.x = {1, 96, 5, 7}, .cout = 288, .k = 1}));
   t.push_back(conv_transpose2d_nhwc_case({2, 3, 2, 3}, 5, 3, false));
   t.push_back(conv_transpose2d_nhwc_case({1, 6, 4, 5}, 8, 4, true));
   t.push_back(conv_transpose2d_nhwc_case({2, 4, 3, 3}, 4, 2, true));

@@ -62,11 +62,13 @@
 #                order, default "onednn amx"); PRODUCTS_ALONE=0 skips the products
 #                alone, PRODUCTS_TESTS="backend_cpu_tests" runs (and builds) only
 #                that binary's tests; about 5 minutes after the build
-#   bf16-linear  the bf16 mode's Linear as the blocks call it (bias, GELU on
-#                fc1, bf16 out), bench/gemm_bench's BM_Bf16Linear: oneDNN's
-#                matmul and our AMX kernel on a frame's and the scale phase's
-#                shapes at THREADS, medians of 3 interleaved (LINEAR_FILTER: a
-#                regex of benchmark names); about 1 minute; builds gemm_bench
+#   bf16-kernels the bf16 mode's Linear as the blocks call it (bias, GELU on
+#                fc1, bf16 out) and convolutions as the depth head calls them
+#                (float32 maps, bias, ReLU): bench/gemm_bench's BM_Bf16Linear
+#                and BM_Bf16Conv, oneDNN's primitives against our AMX kernels
+#                on the model's shapes at THREADS, medians of 3 interleaved
+#                (KERNELS_FILTER: a regex of benchmark names); about 1-2
+#                minutes; builds gemm_bench
 #   gemm         bench/gemm_bench: a frame's and the scale phase's products, fp32
 #                sgemm against the bf16 mode's oneDNN matmul (AMX here), at
 #                THREADS and at 1 thread (GEMM_THREADS="16": one count;
@@ -95,7 +97,7 @@ else
   TESTS=OFF
   TARGETS=lingbot-map
   case " $* " in *" attention-bf16 "*) BENCH=ON TESTS=ON TARGETS="$TARGETS attention_bench backend_cpu_tests" ;; esac
-  case " $* " in *" gemm "* | *" bf16-linear "*) BENCH=ON TARGETS="$TARGETS gemm_bench" ;; esac
+  case " $* " in *" gemm "* | *" bf16-kernels "*) BENCH=ON TARGETS="$TARGETS gemm_bench" ;; esac
   PRODUCTS_TESTS=${PRODUCTS_TESTS:-backend_cpu_tests backend_tests model_tests}
   case " $* " in *" bf16-products "*) TESTS=ON TARGETS="$TARGETS $PRODUCTS_TESTS" ;; esac
   case " $* " in *" machine "*) BENCH=ON TARGETS="$TARGETS cpu_peak_bench attention_bench" ;; esac
@@ -286,13 +288,13 @@ for part in "$@"; do
         done
       done
       ;;
-    bf16-linear)
-      log "bf16-linear: the bf16 Linear (bias, GELU on fc1) by oneDNN and by our AMX kernel, $T threads"
-      OMP_NUM_THREADS=$T timeout 200 /tmp/build-cpu/bin/gemm_bench --benchmark_filter="${LINEAR_FILTER:-BM_Bf16Linear}" \
+    bf16-kernels)
+      log "bf16-kernels: the bf16 Linear and convolutions by oneDNN and by our AMX kernels, $T threads"
+      OMP_NUM_THREADS=$T timeout 240 /tmp/build-cpu/bin/gemm_bench --benchmark_filter="${KERNELS_FILTER:-BM_Bf16(Linear|Conv)}" \
         --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
-        --benchmark_report_aggregates_only=true > "$W/bf16_linear.txt" 2>&1
-      grep -E '^BM_.*median' "$W/bf16_linear.txt" | sed -E 's/ +[0-9.]+ ms +[0-9]+ / /' | tr -s ' ' | tee -a "$S"
-      grep -m1 -E 'ERROR|error' "$W/bf16_linear.txt" | tee -a "$S"
+        --benchmark_report_aggregates_only=true > "$W/bf16_kernels.txt" 2>&1
+      grep -E '^BM_.*median' "$W/bf16_kernels.txt" | sed -E 's/ +[0-9.]+ ms +[0-9]+ / /' | tr -s ' ' | tee -a "$S"
+      grep -m1 -E 'ERROR|error' "$W/bf16_kernels.txt" | tee -a "$S"
       keep
       ;;
     gemm)
@@ -307,7 +309,7 @@ for part in "$@"; do
       keep
       ;;
     *)
-      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, attention-bf16, bf16-products, bf16-linear, gemm)"
+      note "unknown part '$part' (compare, window, window-up, scaling, scaling-profile, profile, isa, bf16, bf16-window, bf16-profile, machine, wait-policy, attention-bf16, bf16-products, bf16-kernels, gemm)"
       ;;
   esac
 done

@@ -113,7 +113,7 @@ std::string CpuBackend::name() const {
                      compute_ != DType::BF16                          ? ""
                      : bf16_products_ != Bf16Products::WidenedSgemm
                          ? (bf16_products_ == Bf16Products::AmxTiles
-                                ? ", bf16: Linear layers on AMX tiles (ours), other products oneDNN matmul "
+                                ? ", bf16: Linear layers and convolutions on AMX tiles (ours), other products oneDNN matmul "
                                 : ", bf16: oneDNN matmul ") +
                                bf16_matmul_name() + chosen_because() +
                                (attention_products_ == AttentionProducts::Bf16

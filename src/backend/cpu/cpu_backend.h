@@ -38,10 +38,12 @@ namespace lingbot::cpu {
 // How the bf16 mode multiplies bf16 activations by bf16 weights (both exact
 // in float32, summed in float32: the same arithmetic, three kernels):
 enum class Bf16Products {
-  // Our own kernel on AMX tiles (linear_amx.h), on weights packed at load
-  // into the tiles' layout, bias, GELU and the residual update in its
-  // epilogue; attention and the DPT convolutions as with OnednnBf16. The
-  // default where the CPU has AMX-BF16.
+  // Our own kernels on AMX tiles: the Linear layers (linear_amx.h), on
+  // weights packed at load into the tiles' layout, bias, GELU and the
+  // residual update in its epilogue; the depth head's convolutions on float32
+  // maps where their channels fit the tiles (conv_amx.h), bias, residual and
+  // ReLU in its epilogue; attention and the other convolutions as with
+  // OnednnBf16. The default where the CPU has AMX-BF16.
   AmxTiles,
   // oneDNN's bf16 matmul primitives (onednn_matmul.h), bias, GELU and the
   // residual update fused: AMX tiles where the CPU has them. On AVX512-BF16

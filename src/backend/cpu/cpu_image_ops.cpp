@@ -3,6 +3,7 @@
 // onednn_conv.h; the transposed one as a matrix product and a scatter) and
 // bilinear resizing.
 #include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/conv_amx.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
@@ -199,6 +200,12 @@ void CpuBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, 
   }
   ConvShape shape{d.in.n, d.in.c, d.in.h, d.in.w, d.out.c, d.kernel, stride, pad};
   shape.channels_last = true;
+  if (compute_ == DType::BF16 && bf16_products_ == Bf16Products::AmxTiles && conv_amx_fits(shape) &&
+      (epilogue.act == Activation::None || epilogue.act == Activation::Relu)) {
+    conv_amx(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, epilogue.residual ? epilogue.residual->f32() : nullptr,
+             epilogue.act, out.f32());
+    return;
+  }
   convolutions_->run(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, out.f32());
   if (epilogue.residual == nullptr && epilogue.act == Activation::None) return;
   const int64_t n = out.numel();

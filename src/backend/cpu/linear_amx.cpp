@@ -1,10 +1,6 @@
 // linear_amx()'s kernel (linear_amx.h): the bf16 mode's Linear products as
-// AMX tile instructions.
-//
-// Tiles: all eight configured as 16 rows of 64 bytes. Each 32 x 32 block of
-// sums keeps four accumulator tiles (0-3); per 32 of K it loads two 16-row
-// tiles of x (4, 5) and two 16-column tiles of w (6, 7), and issues the four
-// products they make, so every loaded tile feeds two products.
+// AMX tile instructions (the blocks of sums and their epilogue:
+// amx_tile_blocks.h).
 //
 // A work item is a range of 32-row strips times a range of columns, handed
 // out to the threads as they free up. For each strip of its range the item
@@ -17,14 +13,14 @@
 // (Cutting K into chunks that keep a strip's x in L1 was measured: slower on
 // most of the model's shapes, docs/PERF.md, "Linear products on AMX tiles".)
 //
-// This file alone is compiled with AMX and AVX-512 code generation
-// (src/CMakeLists.txt) and runs only where linear_amx_available() holds; its
+// Compiled with AMX and AVX-512 code generation, as every *_amx.cpp
+// (src/CMakeLists.txt), and run only where linear_amx_available() holds; its
 // helpers keep internal linkage, so none of its code reaches another ISA's
 // callers.
 #include "backend/cpu/linear_amx.h"
 
+#include "backend/cpu/amx_tile_blocks.h"
 #include "backend/cpu/attention_bf16.h"  // amx_begin_tiles, amx_end_tiles
-#include "backend/cpu/exp2_avx512.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512F__) && defined(__AVX512BF16__)
 #include <immintrin.h>
@@ -36,33 +32,7 @@ namespace lingbot::cpu {
 
 namespace {
 
-constexpr int kStrip = 32;            // rows of x per strip (two tiles)
-constexpr int kMaxItemCols = 256;     // columns per item, at most
-constexpr int kMaxItemStrips = 4;     // strips per item, at most
-constexpr int kItemsPerThread = 2;    // items are made smaller until there are this many per thread
-constexpr int kTileElements = 512;    // bf16 values in a 1 KiB tile
-
-// No library templates here (std::min and the like): an instance compiled
-// with AMX and AVX-512 code could be the one the linker keeps for callers
-// built for another ISA.
-int64_t smaller(int64_t a, int64_t b) { return a < b ? a : b; }
-
-// How a product is cut into items.
-struct Items {
-  int64_t strips_per_item, cols_per_item, strip_ranges, col_ranges;
-};
-
-Items cut(int64_t strips, int64_t out, int threads) {
-  Items it{kMaxItemStrips, kMaxItemCols, 0, 0};
-  auto count = [&] {
-    it.strip_ranges = (strips + it.strips_per_item - 1) / it.strips_per_item;
-    it.col_ranges = (out + it.cols_per_item - 1) / it.cols_per_item;
-    return it.strip_ranges * it.col_ranges;
-  };
-  while (count() < int64_t{kItemsPerThread} * threads && it.strips_per_item > 1) it.strips_per_item /= 2;
-  while (count() < int64_t{kItemsPerThread} * threads && it.cols_per_item > 64) it.cols_per_item /= 2;
-  return it;
-}
+using namespace amx;
 
 // x [rows, in] -> strips of tiles: strip s, k block kb, half h (rows
 // 32 s + 16 h ..) at ((s * kbs + kb) * 2 + h) * 512; rows past `rows` zero.
@@ -82,134 +52,16 @@ void pack_strip(const uint16_t* x, int64_t rows, int64_t in, int64_t s, uint16_t
   }
 }
 
-// GELU, x (1 + erf(x / sqrt 2)) / 2, with erf by Abramowitz and Stegun 7.1.26
-// (absolute error 1.5e-7), the form the fp32 path's GELU uses.
-__m512 gelu_erf(__m512 x) {
-  const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752440f));
-  const __m512 a = _mm512_abs_ps(z);
-  // t = 1 / (1 + p a): rcp14's estimate (2^-14) and one Newton step, a few
-  // float32 ulps, instead of a division (about 8 cycles a vector)
-  const __m512 d = _mm512_fmadd_ps(a, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.f));
-  const __m512 r = _mm512_rcp14_ps(d);
-  const __m512 t = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.f)), r);
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-  // e^(-a^2) = 2^(-a^2 log2 e)
-  const __m512 e = avx512::exp2_nonpositive(_mm512_mul_ps(_mm512_mul_ps(a, a), _mm512_set1_ps(-1.4426950408889634f)));
-  const __m512 erf_abs = _mm512_fnmadd_ps(_mm512_mul_ps(p, t), e, _mm512_set1_ps(1.f));
-  // erf is odd: the sign of z on |erf|
-  const __m512 sign = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(z), _mm512_set1_epi32(INT32_MIN)));
-  const __m512 erf = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(erf_abs), _mm512_castps_si512(sign)));
-  return _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.5f)), _mm512_add_ps(erf, _mm512_set1_ps(1.f)));
-}
-
-struct Epilogue {
-  const float* bias;
-  Activation act;
-  MatmulDst kind;
-  void* dst;
-  int64_t out;  // dst's row length
-};
-
-// Rows [r0, r1) of a finished 32 x 32 block of sums (row stride 32) into
-// dst at (row0, col).
-void finish_rows(const float* sums, int r0, int r1, int64_t row0, int64_t col, const Epilogue& e) {
-  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
-  if (e.bias != nullptr) {
-    b0 = _mm512_loadu_ps(e.bias + col);
-    b1 = _mm512_loadu_ps(e.bias + col + 16);
-  }
-  for (int r = r0; r < r1; ++r) {
-    __m512 v0 = _mm512_add_ps(_mm512_load_ps(sums + r * 32), b0);
-    __m512 v1 = _mm512_add_ps(_mm512_load_ps(sums + r * 32 + 16), b1);
-    if (e.act == Activation::Gelu) {
-      v0 = gelu_erf(v0);
-      v1 = gelu_erf(v1);
-    }
-    const int64_t at = (row0 + r) * e.out + col;
-    switch (e.kind) {
-      case MatmulDst::F32: {
-        float* d = static_cast<float*>(e.dst) + at;
-        _mm512_storeu_ps(d, v0);
-        _mm512_storeu_ps(d + 16, v1);
-        break;
-      }
-      case MatmulDst::AddIntoF32: {
-        float* d = static_cast<float*>(e.dst) + at;
-        _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), v0));
-        _mm512_storeu_ps(d + 16, _mm512_add_ps(_mm512_loadu_ps(d + 16), v1));
-        break;
-      }
-      case MatmulDst::Bf16:
-        _mm512_storeu_si512(static_cast<uint16_t*>(e.dst) + at, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));
-        break;
-    }
-  }
-}
-
-// A block whose sums wait in a buffer for their epilogue: rows [done, valid)
-// still to go, to dst at (row0, col).
-struct Pending {
-  const float* sums = nullptr;
-  int done = 0, valid = 0;
-  int64_t row0 = 0, col = 0;
-
-  void advance(int rows, const Epilogue& e) {
-    if (sums == nullptr || done >= valid) return;
-    const int to = done + rows < valid ? done + rows : valid;
-    finish_rows(sums, done, to, row0, col, e);
-    done = to;
-  }
-};
-
 // One item: strips [s0, s1) x columns [c0, c1) of the product; `sums`: a
 // thread's two 32 x 32 float32 buffers.
-//
-// The epilogue runs one block behind the tiles: block b's sums are stored to
-// one buffer, and its rows pass through the epilogue a few per K step while
-// the tiles compute block b + 1 into the accumulators. A core retires in
-// order, so vector work placed after a block's tile instructions would leave
-// the tiles idle while it runs (GELU takes some 30 vector instructions per 16
-// values); spread among them, it runs while the tile unit works.
 void run_item(const uint16_t* strips, int64_t rows, int64_t in, const uint16_t* w_tiles, int64_t s0, int64_t s1,
               int64_t c0, int64_t c1, float* sums, const Epilogue& e) {
   const int64_t kbs = in / 32;
-  const int rows_per_step = static_cast<int>((kStrip + kbs - 1) / kbs);
   Pending pending;
   int buffer = 0;
   for (int64_t s = s0; s < s1; ++s) {
-    const uint16_t* xs = strips + s * kbs * 2 * kTileElements;
     const int valid = static_cast<int>(smaller(kStrip, rows - s * kStrip));
-    for (int64_t j = c0; j < c1; j += 32) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      const uint16_t* w0 = w_tiles + (j / 16) * kbs * kTileElements;
-      const uint16_t* w1 = w0 + kbs * kTileElements;
-      for (int64_t kb = 0; kb < kbs; ++kb) {
-        _tile_loadd(4, xs + kb * 2 * kTileElements, 64);
-        _tile_loadd(5, xs + (kb * 2 + 1) * kTileElements, 64);
-        _tile_loadd(6, w0 + kb * kTileElements, 64);
-        _tile_loadd(7, w1 + kb * kTileElements, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-        pending.advance(rows_per_step, e);
-      }
-      pending.advance(kStrip, e);  // none left where K >= 32 x rows_per_step, as it always is
-      float* const to = sums + buffer * kStrip * 32;
-      buffer ^= 1;
-      _tile_stored(0, to, 32 * 4);
-      _tile_stored(1, to + 16, 32 * 4);
-      _tile_stored(2, to + 16 * 32, 32 * 4);
-      _tile_stored(3, to + 16 * 32 + 16, 32 * 4);
-      pending = Pending{to, 0, valid, s * kStrip, j};
-    }
+    run_strip(strips + s * kbs * 2 * kTileElements, kbs, valid, s * kStrip, w_tiles, c0, c1, sums, buffer, pending, e);
   }
   pending.advance(kStrip, e);
 }
