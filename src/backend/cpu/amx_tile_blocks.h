@@ -191,6 +191,30 @@ void run_strip(const uint16_t* xs, int64_t kbs, int valid, int64_t row0, const u
   }
 }
 
+// Every item of a product of `strips` strips (`rows` real rows) and `out`
+// columns cut as `items`, handed out to the team's threads as they free up:
+// each item runs its strips' column blocks (run_strip) and finishes its last
+// block. strip_of(s) gives strip s's tiles, packing or gathering them first
+// where the caller does that per item. Call inside a parallel region, with
+// the tiles configured; `sums`: the calling thread's two buffers.
+template <typename StripOf>
+void run_items(const Items& items, int64_t strips, int64_t rows, int64_t out, int64_t kbs, const uint16_t* w_tiles,
+               float* sums, const Epilogue& e, StripOf strip_of) {
+#pragma omp for schedule(dynamic) collapse(2)
+  for (int64_t cr = 0; cr < items.col_ranges; ++cr)
+    for (int64_t sr = 0; sr < items.strip_ranges; ++sr) {
+      const int64_t s0 = sr * items.strips_per_item, s1 = smaller(strips, s0 + items.strips_per_item);
+      const int64_t c0 = cr * items.cols_per_item, c1 = smaller(out, c0 + items.cols_per_item);
+      Pending pending;
+      int buffer = 0;
+      for (int64_t s = s0; s < s1; ++s) {
+        const int valid = static_cast<int>(smaller(kStrip, rows - s * kStrip));
+        run_strip(strip_of(s), kbs, valid, s * kStrip, w_tiles, c0, c1, sums, buffer, pending, e);
+      }
+      pending.advance(kStrip, e);
+    }
+}
+
 }  // namespace
 }  // namespace lingbot::cpu::amx
 

@@ -89,22 +89,13 @@ void conv_amx_kernel(const ConvShape& s, const float* x, const uint16_t* w_tiles
     // This thread's strip: 32 rows x K bf16 (144 KiB for a 3 x 3 x 256 window).
     uint16_t* const xs = strip_room + omp_get_thread_num() * g.kbs * 2 * kTileElements;
     amx_begin_tiles();
-#pragma omp for schedule(dynamic) collapse(2)
-    for (int64_t cr = 0; cr < items.col_ranges; ++cr)
-      for (int64_t sr = 0; sr < items.strip_ranges; ++sr) {
-        const int64_t s0 = sr * items.strips_per_item, s1 = smaller(strips, s0 + items.strips_per_item);
-        const int64_t c0 = cr * items.cols_per_item, c1 = smaller(s.c_out, c0 + items.cols_per_item);
-        Pending pending;
-        int buffer = 0;
-        for (int64_t st = s0; st < s1; ++st) {
-          // The previous strip's last block may still be in its epilogue: it
-          // reads the sums, not the strip, so the strip may be overwritten.
-          gather_strip(x, g, st, xs);
-          const int valid = static_cast<int>(smaller(kStrip, g.pixels - st * kStrip));
-          run_strip(xs, g.kbs, valid, st * kStrip, w_tiles, c0, c1, sums, buffer, pending, e);
-        }
-        pending.advance(kStrip, e);
-      }
+    // A strip is gathered when its item reaches it. The previous strip's
+    // last block may still be in its epilogue then: that reads the sums, not
+    // the strip, so the strip may be overwritten.
+    run_items(items, strips, g.pixels, s.c_out, g.kbs, w_tiles, sums, e, [&](int64_t st) -> const uint16_t* {
+      gather_strip(x, g, st, xs);
+      return xs;
+    });
     amx_end_tiles();
   }
 }

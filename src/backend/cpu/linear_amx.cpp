@@ -52,20 +52,6 @@ void pack_strip(const uint16_t* x, int64_t rows, int64_t in, int64_t s, uint16_t
   }
 }
 
-// One item: strips [s0, s1) x columns [c0, c1) of the product; `sums`: a
-// thread's two 32 x 32 float32 buffers.
-void run_item(const uint16_t* strips, int64_t rows, int64_t in, const uint16_t* w_tiles, int64_t s0, int64_t s1,
-              int64_t c0, int64_t c1, float* sums, const Epilogue& e) {
-  const int64_t kbs = in / 32;
-  Pending pending;
-  int buffer = 0;
-  for (int64_t s = s0; s < s1; ++s) {
-    const int valid = static_cast<int>(smaller(kStrip, rows - s * kStrip));
-    run_strip(strips + s * kbs * 2 * kTileElements, kbs, valid, s * kStrip, w_tiles, c0, c1, sums, buffer, pending, e);
-  }
-  pending.advance(kStrip, e);
-}
-
 }  // namespace
 
 namespace detail {
@@ -84,13 +70,9 @@ void linear_amx_kernel(const uint16_t* x, int64_t rows, int64_t in, const uint16
     for (int64_t s = 0; s < strips; ++s) pack_strip(x, rows, in, s, xs);
     alignas(64) static thread_local float sums[2 * kStrip * 32];
     amx_begin_tiles();
-#pragma omp for schedule(dynamic) collapse(2)
-    for (int64_t cr = 0; cr < items.col_ranges; ++cr)
-      for (int64_t sr = 0; sr < items.strip_ranges; ++sr) {
-        const int64_t s0 = sr * items.strips_per_item, s1 = smaller(strips, s0 + items.strips_per_item);
-        const int64_t c0 = cr * items.cols_per_item, c1 = smaller(out, c0 + items.cols_per_item);
-        run_item(xs, rows, in, w_tiles, s0, s1, c0, c1, sums, e);
-      }
+    const int64_t kbs = in / 32;
+    run_items(items, strips, rows, out, kbs, w_tiles, sums, e,
+              [&](int64_t s) -> const uint16_t* { return xs + s * kbs * 2 * kTileElements; });
     amx_end_tiles();
   }
 }
