@@ -52,8 +52,8 @@
 #                splits) and self-attention at THREADS threads, medians of 5
 #                (ATTENTION_FILTER: a regex of benchmark names); builds both
 #                (about 1 minute after the build)
-#   bf16-products  the bf16 mode's Linear kernels on AMX: the AMX kernel's tests
-#                on these tiles (LinearAmx*, the op table's CpuBf16Amx cases, the
+#   bf16-products  the bf16 mode's kernels on AMX: the AMX kernels' tests
+#                on these tiles (LinearAmx*, ConvAmx*, the op table's CpuBf16Amx cases, the
 #                small model's ParityBf16 against upstream), the products alone
 #                (dev/cpu/amx_matmul_blocked.cpp: our blocked tile kernel and its
 #                variants against oneDNN, at THREADS), then ours bf16 end to end
@@ -268,7 +268,7 @@ for part in "$@"; do
       ;;
     bf16-products)
       log "bf16-products: the AMX Linear kernel's tests, the products alone, ours bf16 with onednn and amx"
-      for t in backend_cpu_tests:'LinearAmx*:PackedWeights*' backend_tests:'*CpuBf16Amx*' \
+      for t in backend_cpu_tests:'LinearAmx*:ConvAmx*:PackedWeights*' backend_tests:'*CpuBf16Amx*' \
         model_tests:'ParityBf16.*'; do
         case " $PRODUCTS_TESTS " in *" ${t%%:*} "*) ;; *) continue ;; esac
         timeout 150 /tmp/build-cpu/bin/"${t%%:*}" --gtest_filter="${t#*:}" > "$W/products_${t%%:*}.txt" 2>&1
