@@ -7,7 +7,9 @@
 // the strip: output pixel 32 s + r; its K values in (ky, kx, c) order,
 // rounded to bf16), then runs the strip's 32-channel blocks over the whole
 // of K (amx_tile_blocks.h). A strip is gathered once per range of output
-// channels, so with the depth head's c_out of at most 256 once per call.
+// channels: once per call for the depth head's 128- and 256-channel
+// convolutions on its large maps (one range of up to 256 channels, and
+// strips enough for the items), more often where the cut narrows the ranges.
 //
 // Compiled with AMX and AVX-512 code generation, as every *_amx.cpp
 // (src/CMakeLists.txt), and run only where conv_amx_available() holds.
