@@ -149,18 +149,19 @@ struct Pending {
 
 // The column blocks [c0, c1) of one strip: xs, the strip's x packed as
 // tiles ([k block][half], kbs k blocks); `valid` of its 32 rows real, the
-// first at dst row row0; w in the tile layout; sums, a thread's two 32 x 32
-// float32 buffers, `buffer` the one the next block is stored to.
+// first at dst row row0; w in the tile layout; sums, a thread's 32 x 32
+// float32 buffer.
 //
 // The epilogue runs one block behind the tiles: block b's sums are stored to
-// one buffer, and its rows pass through the epilogue a few per K step while
-// the tiles compute block b + 1 into the accumulators. A core retires in
+// the buffer, and its rows pass through the epilogue a few per K step while
+// the tiles compute block b + 1 into the accumulators; whatever rows are
+// left go before block b + 1's sums are stored over them. A core retires in
 // order, so vector work placed after a block's tile instructions would leave
 // the tiles idle while it runs (GELU takes some 30 vector instructions per 16
 // values); spread among them, it runs while the tile unit works. The caller
 // finishes the last block of its work (pending.advance(kStrip, e)).
 void run_strip(const uint16_t* xs, int64_t kbs, int valid, int64_t row0, const uint16_t* w_tiles, int64_t c0,
-               int64_t c1, float* sums, int& buffer, Pending& pending, const Epilogue& e) {
+               int64_t c1, float* sums, Pending& pending, const Epilogue& e) {
   const int rows_per_step = static_cast<int>((kStrip + kbs - 1) / kbs);
   for (int64_t j = c0; j < c1; j += 32) {
     _tile_zero(0);
@@ -181,13 +182,11 @@ void run_strip(const uint16_t* xs, int64_t kbs, int valid, int64_t row0, const u
       pending.advance(rows_per_step, e);
     }
     pending.advance(kStrip, e);  // none left where K >= 32 x rows_per_step, as it always is
-    float* const to = sums + buffer * kStrip * 32;
-    buffer ^= 1;
-    _tile_stored(0, to, 32 * 4);
-    _tile_stored(1, to + 16, 32 * 4);
-    _tile_stored(2, to + 16 * 32, 32 * 4);
-    _tile_stored(3, to + 16 * 32 + 16, 32 * 4);
-    pending = Pending{to, 0, valid, row0, j};
+    _tile_stored(0, sums, 32 * 4);
+    _tile_stored(1, sums + 16, 32 * 4);
+    _tile_stored(2, sums + 16 * 32, 32 * 4);
+    _tile_stored(3, sums + 16 * 32 + 16, 32 * 4);
+    pending = Pending{sums, 0, valid, row0, j};
   }
 }
 
@@ -196,7 +195,7 @@ void run_strip(const uint16_t* xs, int64_t kbs, int valid, int64_t row0, const u
 // each item runs its strips' column blocks (run_strip) and finishes its last
 // block. strip_of(s) gives strip s's tiles, packing or gathering them first
 // where the caller does that per item. Call inside a parallel region, with
-// the tiles configured; `sums`: the calling thread's two buffers.
+// the tiles configured; `sums`: the calling thread's 32 x 32 float32 buffer.
 template <typename StripOf>
 void run_items(const Items& items, int64_t strips, int64_t rows, int64_t out, int64_t kbs, const uint16_t* w_tiles,
                float* sums, const Epilogue& e, StripOf strip_of) {
@@ -206,10 +205,9 @@ void run_items(const Items& items, int64_t strips, int64_t rows, int64_t out, in
       const int64_t s0 = sr * items.strips_per_item, s1 = smaller(strips, s0 + items.strips_per_item);
       const int64_t c0 = cr * items.cols_per_item, c1 = smaller(out, c0 + items.cols_per_item);
       Pending pending;
-      int buffer = 0;
       for (int64_t s = s0; s < s1; ++s) {
         const int valid = static_cast<int>(smaller(kStrip, rows - s * kStrip));
-        run_strip(strip_of(s), kbs, valid, s * kStrip, w_tiles, c0, c1, sums, buffer, pending, e);
+        run_strip(strip_of(s), kbs, valid, s * kStrip, w_tiles, c0, c1, sums, pending, e);
       }
       pending.advance(kStrip, e);
     }

@@ -87,7 +87,7 @@ void conv_amx_kernel(const ConvShape& s, const float* x, const uint16_t* w_tiles
   e.residual = residual;
 #pragma omp parallel
   {
-    alignas(64) static thread_local float sums[2 * kStrip * 32];
+    alignas(64) static thread_local float sums[kStrip * 32];
     // This thread's strip: 32 rows x K bf16 (144 KiB for a 3 x 3 x 256 window).
     uint16_t* const xs = strip_room + omp_get_thread_num() * g.kbs * 2 * kTileElements;
     amx_begin_tiles();

@@ -68,7 +68,7 @@ void linear_amx_kernel(const uint16_t* x, int64_t rows, int64_t in, const uint16
   {
 #pragma omp for schedule(static)
     for (int64_t s = 0; s < strips; ++s) pack_strip(x, rows, in, s, xs);
-    alignas(64) static thread_local float sums[2 * kStrip * 32];
+    alignas(64) static thread_local float sums[kStrip * 32];
     amx_begin_tiles();
     const int64_t kbs = in / 32;
     run_items(items, strips, rows, out, kbs, w_tiles, sums, e,
