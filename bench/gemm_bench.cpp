@@ -190,20 +190,20 @@ void bf16_linear_shapes(benchmark::internal::Benchmark* b) {
 
 // The bf16 mode's convolutions as the depth head calls them
 // (CpuBackend::conv2d_nhwc: float32 channels-last maps, bf16 operands, the
-// bias and ReLU) by the kernel range(5) names: 0 oneDNN's convolution, 1 our
-// AMX tiles (conv_amx.h; skipped where the CPU has no AMX). range(0..4): the
-// input's height, width and channels, the output channels, the kernel (its
-// stride 2 where the output is the input's half).
+// bias and ReLU) by the kernel range(6) names: 0 oneDNN's convolution, 1 our
+// AMX tiles (conv_amx.h; skipped where the CPU has no AMX). range(0..5): the
+// input's height, width and channels, the output channels, the kernel and
+// the stride (padding kernel / 2).
 void BM_Bf16Conv(benchmark::State& state) {
   using namespace lingbot;
   const int64_t h = state.range(0), w = state.range(1), cin = state.range(2), cout = state.range(3),
                 k = state.range(4);
-  const bool amx = state.range(5) == 1;
+  const bool amx = state.range(6) == 1;
   if (!cpu::cpu_has_bf16_arithmetic() || (amx && !cpu::conv_amx_available())) {
     state.SkipWithError(amx ? "no AMX-BF16" : "no AVX512-BF16");
     return;
   }
-  const int stride = h == 27 ? 2 : 1, pad = static_cast<int>(k / 2);
+  const int stride = static_cast<int>(state.range(5)), pad = static_cast<int>(k / 2);
   const int64_t oh = (h + 2 * pad - k) / stride + 1, ow = (w + 2 * pad - k) / stride + 1;
   cpu::CpuBackend backend(0, cpu::resolve_isa("auto"), DType::BF16,
                           amx ? cpu::Bf16Products::AmxTiles : cpu::Bf16Products::OnednnBf16);
@@ -227,12 +227,12 @@ void BM_Bf16Conv(benchmark::State& state) {
 // 1 x 1 out_conv, and the strided one at 27 x 36.
 void bf16_conv_shapes(benchmark::internal::Benchmark* b) {
   for (int64_t kernel : {0, 1}) {
-    b->Args({108, 144, 256, 256, 3, kernel});
-    b->Args({216, 288, 256, 128, 3, kernel});
-    b->Args({108, 144, 256, 256, 1, kernel});
-    b->Args({27, 36, 1024, 1024, 3, kernel});
+    b->Args({108, 144, 256, 256, 3, 1, kernel});
+    b->Args({216, 288, 256, 128, 3, 1, kernel});
+    b->Args({108, 144, 256, 256, 1, 1, kernel});
+    b->Args({27, 36, 1024, 1024, 3, 2, kernel});
   }
-  b->ArgNames({"H", "W", "Cin", "Cout", "K", "amx"})->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->ArgNames({"H", "W", "Cin", "Cout", "K", "S", "amx"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }
 
 #ifdef LINGBOT_HAVE_OPENBLAS
