@@ -290,7 +290,7 @@ for part in "$@"; do
       ;;
     bf16-kernels)
       log "bf16-kernels: the bf16 Linear and convolutions by oneDNN and by our AMX kernels, $T threads"
-      OMP_NUM_THREADS=$T timeout 240 /tmp/build-cpu/bin/gemm_bench --benchmark_filter="${KERNELS_FILTER:-BM_Bf16(Linear|Conv)}" \
+      OMP_NUM_THREADS=$T timeout 240 /tmp/build-cpu/bin/gemm_bench --benchmark_filter="${KERNELS_FILTER:-BM_Bf16(Linear|Conv)/}" \
         --benchmark_min_time=0.2 --benchmark_repetitions=3 --benchmark_enable_random_interleaving=true \
         --benchmark_report_aggregates_only=true > "$W/bf16_kernels.txt" 2>&1
       grep -E '^BM_.*median' "$W/bf16_kernels.txt" | sed -E 's/ +[0-9.]+ ms +[0-9]+ / /' | tr -s ' ' | tee -a "$S"
