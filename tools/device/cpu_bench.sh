@@ -45,7 +45,9 @@
 #                WAIT_LIST (default "passive 1000 10000 300000": sleep at once,
 #                or spin that many iterations of GOMP_SPINCOUNT first; 300000
 #                is libgomp's default), ROUNDS times alternating (default 2),
-#                6 frames: phase 1 and the streamed frames (use SCALE=2)
+#                6 frames: phase 1 and the streamed frames (use SCALE=2);
+#                WAIT_FRAMES sets the frames, WAIT_ARGS adds bench arguments
+#                (e.g. --cpu-dtype bf16)
 #   attention-bf16  the bf16 mode's attention kernels (oneDNN's products, AMX
 #                tiles): their tests (backend_cpu_tests AttentionBf16*) and
 #                bench/attention_bench's full window (query tiles and key
@@ -239,13 +241,13 @@ for part in "$@"; do
       keep
       ;;
     wait-policy)
-      log "wait-policy: ${WAIT_LIST:-passive 1000 10000 300000}, ${ROUNDS:-2} rounds, $T threads, 6 frames"
+      log "wait-policy: ${WAIT_LIST:-passive 1000 10000 300000}, ${ROUNDS:-2} rounds, $T threads, ${WAIT_FRAMES:-6} frames ${WAIT_ARGS:-}"
       for round in $(seq "${ROUNDS:-2}"); do
         for wait in ${WAIT_LIST:-passive 1000 10000 300000}; do
           if [ "$wait" = passive ]; then
-            OMP_WAIT_POLICY=passive ours 6 "$T" "wait_${wait}_$round"
+            OMP_WAIT_POLICY=passive ours "${WAIT_FRAMES:-6}" "$T" "wait_${wait}_$round" ${WAIT_ARGS:-}
           else
-            GOMP_SPINCOUNT=$wait ours 6 "$T" "wait_${wait}_$round"
+            GOMP_SPINCOUNT=$wait ours "${WAIT_FRAMES:-6}" "$T" "wait_${wait}_$round" ${WAIT_ARGS:-}
           fi
         done
       done
