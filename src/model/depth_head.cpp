@@ -82,6 +82,9 @@ void DepthHead::conv(const Tensor& x, const std::string& layer, bool bias, int s
                      const ConvEpilogue& epilogue) {
   const Tensor& weight = w_.get(layer + ".weight");
   const Tensor* b = bias ? &w_.get(layer + ".bias") : nullptr;
+  // Within the dpt.* stages: the convolutions' share, apart from the
+  // projections, resizes and element-wise passes around them.
+  ProfileScope p(weight.dim(2) == 1 ? "dpt.conv 1x1" : "dpt.conv 3x3", [this] { be_.synchronize(); });
   if (layout_ == MapLayout::ChannelsLast) {
     be_.conv2d_nhwc(x, weight, b, stride, pad, out, epilogue);
     return;
@@ -153,6 +156,7 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
   std::optional<ProfileScope> stage(std::in_place, "dpt.pyramid", sync);
   std::array<Tensor*, 4> pyramid{};
   for (int i = 0; i < 4; ++i) {
+    std::optional<ProfileScope> part(std::in_place, "dpt.projections", sync);
     Tensor& rows = ws.get("dpt.rows", {S * np, C}, f32);
     be_.copy_rows(*layers[static_cast<size_t>(i)], rows,
                   {S, np, C, int64_t{first} * tokens_per_frame + num_special, tokens_per_frame, 0, np});
@@ -173,9 +177,11 @@ void DepthHead::forward_frames(Workspace& ws, const std::array<const Tensor*, 4>
       maps = rounded;
     }
 
+    part.reset();
     const Tensor* level = &maps;
     const std::string rw = fmt::format("{}.resize_layers.{}", kP, i);
     if (i == 0 || i == 1) {
+      ProfileScope transposed("dpt.conv_transpose", sync);
       const int k = i == 0 ? 4 : 2;
       Tensor& up = ws.get(fmt::format("dpt.resized{}", i), map_shape(S, oc[i], gh * k, gw * k), maps_);
       if (channels_first) {

@@ -221,7 +221,7 @@ TEST(ParityBf16, ProductsOptionPicksTheKernelOrSaysWhyNot) {
   EXPECT_NE(make_cpu_backend(0, "auto", "bf16", "widened")->name().find("widened"), std::string::npos);
   for (const auto& [choice, available, says] :
        {std::tuple{"onednn", cpu::cpu_has_bf16_arithmetic(), "bf16: oneDNN matmul"},
-        std::tuple{"amx", cpu::linear_amx_available(), "Linear layers on AMX tiles"}}) {
+        std::tuple{"amx", cpu::linear_amx_available(), "Linear layers and convolutions on AMX tiles"}}) {
     if (available) {
       const std::string name = make_cpu_backend(0, "auto", "bf16", choice)->name();
       EXPECT_NE(name.find(says), std::string::npos) << name;
