@@ -153,6 +153,7 @@ class CpuBackend final : public Backend {
     std::vector<float> sums;       // linear_residual's products before they are added
     std::vector<float> attention;  // one group's q, k, v and output, widened (the bf16 mode)
     std::vector<float> staging;    // patchify's rows before they are rounded to bfloat16
+    std::vector<float> unscattered;  // conv_transpose2d's products before their scatter to the output
   } scratch_;
 };
 

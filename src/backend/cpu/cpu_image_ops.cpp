@@ -16,6 +16,13 @@
 namespace lingbot::cpu {
 
 namespace {
+// A scratch buffer of at least n floats, kept from call to call: it grows
+// (and is zeroed) only when a call needs more than any call before.
+float* grown(std::vector<float>& buffer, int64_t n) {
+  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
+  return buffer.data();
+}
+
 
 // align_corners=True source coordinates, in float like PyTorch's kernel:
 // the two neighbours and the weight of the second, per output index.
@@ -95,15 +102,15 @@ void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor
   //   y[(co, ky, kx), p] = sum_ci w[ci, (co, ky, kx)] x[ci, p]
   // is one matrix product followed by a scatter to (y*k + ky, x*k + kx).
   const int64_t hw = in.h * in.w, okk = o.c * k * k;
-  std::vector<float> y(static_cast<size_t>(okk * hw));
+  float* const y = grown(scratch_.unscattered, okk * hw);
   const float* bias = b ? b->f32() : nullptr;
   for (int64_t n = 0; n < in.n; ++n) {
-    gemm_atb(okk, hw, in.c, w.f32(), okk, x.f32() + n * in.c * hw, hw, y.data(), hw);
+    gemm_atb(okk, hw, in.c, w.f32(), okk, x.f32() + n * in.c * hw, hw, y, hw);
     float* dst = out.f32() + n * o.c * o.h * o.w;
 #pragma omp parallel for schedule(static) if (parallel_worth(okk * hw))
     for (int64_t r = 0; r < okk; ++r) {
       const int64_t co = r / (k * k), ky = (r / k) % k, kx = r % k;
-      const float* yr = y.data() + r * hw;
+      const float* yr = y + r * hw;
       for (int64_t iy = 0; iy < in.h; ++iy)
         for (int64_t ix = 0; ix < in.w; ++ix)
           dst[(co * o.h + iy * k + ky) * o.w + ix * k + kx] = yr[iy * in.w + ix] + (bias ? bias[co] : 0.0f);
@@ -233,14 +240,14 @@ void CpuBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const T
   //   y[p, (co, ky, kx)] = sum_ci x[p, ci] w[ci, (co, ky, kx)]
   // one matrix product over all pixels of all batches, then a scatter.
   const int64_t pixels = in.n * in.h * in.w, okk = o.c * k * k;
-  std::vector<float> y(static_cast<size_t>(pixels * okk));
-  gemm_ab(pixels, okk, in.c, x.f32(), in.c, w.f32(), okk, y.data(), okk);
+  float* const y = grown(scratch_.unscattered, pixels * okk);
+  gemm_ab(pixels, okk, in.c, x.f32(), in.c, w.f32(), okk, y, okk);
   const float* bias = b ? b->f32() : nullptr;
   float* dst = out.f32();
 #pragma omp parallel for schedule(static) if (parallel_worth(pixels * okk))
   for (int64_t p = 0; p < pixels; ++p) {
     const int64_t n = p / (in.h * in.w), iy = (p / in.w) % in.h, ix = p % in.w;
-    const float* yp = y.data() + p * okk;
+    const float* yp = y + p * okk;
     for (int64_t ky = 0; ky < k; ++ky)
       for (int64_t kx = 0; kx < k; ++kx) {
         float* px = dst + ((n * o.h + iy * k + ky) * o.w + ix * k + kx) * o.c;
