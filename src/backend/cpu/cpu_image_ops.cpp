@@ -23,7 +23,6 @@ float* grown(std::vector<float>& buffer, int64_t n) {
   return buffer.data();
 }
 
-
 // align_corners=True source coordinates, in float like PyTorch's kernel:
 // the two neighbours and the weight of the second, per output index.
 struct Taps {
