@@ -191,7 +191,8 @@ void bf16_linear_shapes(benchmark::internal::Benchmark* b) {
 // The bf16 mode's convolutions as the depth head calls them
 // (CpuBackend::conv2d_nhwc: float32 channels-last maps, bf16 operands, the
 // bias and ReLU) by the kernel range(6) names: 0 oneDNN's convolution, 1 our
-// AMX tiles (conv_amx.h; skipped where the CPU has no AMX). range(0..5): the
+// AMX tiles (conv_amx.h, its weights packed at the first call as the
+// model's are; skipped where the CPU has no AMX). range(0..5): the
 // input's height, width and channels, the output channels, the kernel and
 // the stride (padding kernel / 2).
 void BM_Bf16Conv(benchmark::State& state) {

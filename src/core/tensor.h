@@ -49,6 +49,8 @@ class Tensor {
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 
   bool defined() const { return owner_ != nullptr; }
+  // What keeps the memory alive (shared with every view of it).
+  const std::shared_ptr<void>& owner() const { return owner_; }
 
   const Shape& shape() const { return shape_; }
   int ndim() const { return static_cast<int>(shape_.size()); }

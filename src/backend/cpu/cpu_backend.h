@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/derived_weights.h"
 #include "backend/cpu/onednn_conv.h"
 #include "backend/cpu/onednn_matmul.h"
 #include "backend/cpu/packed_weights.h"
@@ -140,6 +141,9 @@ class CpuBackend final : public Backend {
   PackedWeights packed_weights_;             // the weights they read as they are
   // conv2d's oneDNN primitives and scratch, kept from call to call.
   std::unique_ptr<OnednnConvolutions> convolutions_;
+  // The bf16 mode's convolution weights in the AMX tiles' layout
+  // (conv_amx_pack_weights), packed at a layer's first call.
+  DerivedWeights amx_conv_weights_;
   // Float32 scratch kept from call to call, each buffer as large as the
   // largest call so far needed (a scale step's: every frame's rows);
   // release_scratch() frees them.

@@ -208,8 +208,11 @@ void CpuBackend::conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* b, 
   shape.channels_last = true;
   if (compute_ == DType::BF16 && bf16_products_ == Bf16Products::AmxTiles && conv_amx_fits(shape) &&
       (epilogue.act == Activation::None || epilogue.act == Activation::Relu)) {
-    conv_amx(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, epilogue.residual ? epilogue.residual->f32() : nullptr,
-             epilogue.act, out.f32());
+    const Tensor tiles = amx_conv_weights_.get(w, [&shape](const Tensor& f32) {
+      return conv_amx_pack_weights(shape, f32.f32());  // w's shape, OHWI, is all the packing depends on
+    });
+    conv_amx_packed(shape, x.f32(), tiles.data_as<const uint16_t>(), b ? b->f32() : nullptr,
+                    epilogue.residual ? epilogue.residual->f32() : nullptr, epilogue.act, out.f32());
     return;
   }
   convolutions_->run(shape, x.f32(), w.f32(), b ? b->f32() : nullptr, out.f32());
