@@ -24,10 +24,7 @@ Tensor conv_amx_pack_weights(const ConvShape& s, const float* w) {
   LB_CHECK(conv_amx_fits(s), "internal error: conv2d (AMX): {} -> {} channels, kernel {}, {} has no tile layout",
            s.c_in, s.c_out, s.kernel, s.channels_last ? "channels last" : "channels first");
   const int64_t k = s.kernel * s.kernel * s.c_in;
-  // Kept from call to call by the calling thread (the convolutions are
-  // called from serial code).
-  thread_local Tensor rounded;
-  if (!rounded.defined() || rounded.numel() < s.c_out * k) rounded = Tensor::empty({s.c_out * k}, DType::BF16);
+  const Tensor rounded = Tensor::empty({s.c_out * k}, DType::BF16);
   uint16_t* const w_bf16 = rounded.data_as<uint16_t>();
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < s.c_out * k; ++i) w_bf16[i] = f32_to_bf16(w[i]);
