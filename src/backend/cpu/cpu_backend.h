@@ -60,6 +60,10 @@ enum class Bf16Products {
 Bf16Products bf16_products_for_this_cpu();
 const char* bf16_products_name(Bf16Products products);
 
+// `buffer` with room for at least n floats (its contents are not kept): how
+// the backend's scratch buffers grow.
+float* scratch_room(std::vector<float>& buffer, int64_t n);
+
 class CpuBackend final : public Backend {
  public:
   // compute: DType::F32 or DType::BF16; products: the bf16 mode's kernel.

@@ -16,12 +16,6 @@
 namespace lingbot::cpu {
 
 namespace {
-// A scratch buffer of at least n floats, kept from call to call: it grows
-// (and is zeroed) only when a call needs more than any call before.
-float* grown(std::vector<float>& buffer, int64_t n) {
-  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
-  return buffer.data();
-}
 
 // align_corners=True source coordinates, in float like PyTorch's kernel:
 // the two neighbours and the weight of the second, per output index.
@@ -48,10 +42,7 @@ void CpuBackend::patchify(const Tensor& images, int patch, const std::array<floa
   const int64_t gh = s.h / patch, gw = s.w / patch, row = 3 * patch * patch;
   const float* src = images.f32();
   // The bf16 mode's patches (the patch embedding's input) are rounded once at the end.
-  std::vector<float>& staging = scratch_.staging;
-  if (patches.dtype() == DType::BF16 && staging.size() < static_cast<size_t>(patches.numel()))
-    staging.resize(static_cast<size_t>(patches.numel()));
-  float* dst = patches.dtype() == DType::BF16 ? staging.data() : patches.f32();
+  float* dst = patches.dtype() == DType::BF16 ? scratch_room(scratch_.staging, patches.numel()) : patches.f32();
 #pragma omp parallel for collapse(2) schedule(static) if (parallel_worth(s.n * s.h * s.w * 3))
   for (int64_t b = 0; b < s.n; ++b) {
     for (int64_t py = 0; py < gh; ++py) {
@@ -101,7 +92,7 @@ void CpuBackend::conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor
   //   y[(co, ky, kx), p] = sum_ci w[ci, (co, ky, kx)] x[ci, p]
   // is one matrix product followed by a scatter to (y*k + ky, x*k + kx).
   const int64_t hw = in.h * in.w, okk = o.c * k * k;
-  float* const y = grown(scratch_.unscattered, okk * hw);
+  float* const y = scratch_room(scratch_.unscattered, okk * hw);
   const float* bias = b ? b->f32() : nullptr;
   for (int64_t n = 0; n < in.n; ++n) {
     gemm_atb(okk, hw, in.c, w.f32(), okk, x.f32() + n * in.c * hw, hw, y, hw);
@@ -242,7 +233,7 @@ void CpuBackend::conv_transpose2d_nhwc(const Tensor& x, const Tensor& w, const T
   //   y[p, (co, ky, kx)] = sum_ci x[p, ci] w[ci, (co, ky, kx)]
   // one matrix product over all pixels of all batches, then a scatter.
   const int64_t pixels = in.n * in.h * in.w, okk = o.c * k * k;
-  float* const y = grown(scratch_.unscattered, pixels * okk);
+  float* const y = scratch_room(scratch_.unscattered, pixels * okk);
   gemm_ab(pixels, okk, in.c, x.f32(), in.c, w.f32(), okk, y, okk);
   const float* bias = b ? b->f32() : nullptr;
   float* dst = out.f32();

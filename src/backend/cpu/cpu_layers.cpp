@@ -21,6 +21,14 @@
 
 namespace lingbot::cpu {
 
+float* scratch_room(std::vector<float>& buffer, int64_t n) {
+  if (buffer.size() < static_cast<size_t>(n)) {
+    buffer = std::vector<float>();  // freed first: the old and the new never coexist
+    buffer.resize(static_cast<size_t>(n));
+  }
+  return buffer.data();
+}
+
 namespace {
 
 // y[r, c] = act(y[r, c] + bias[c]); one loop per activation so that each
@@ -124,15 +132,6 @@ const uint16_t* as_bf16(const Tensor& t, std::vector<uint16_t>& buffer) {
   return buffer.data();
 }
 
-// `buffer` with room for at least n floats (its contents are not kept).
-float* room(std::vector<float>& buffer, int64_t n) {
-  if (buffer.size() < static_cast<size_t>(n)) {
-    buffer = std::vector<float>();  // freed first: the old and the new never coexist
-    buffer.resize(static_cast<size_t>(n));
-  }
-  return buffer.data();
-}
-
 // Elements [first, first + count) of a float32 or bfloat16 tensor as
 // float32: its own data, or widened into `into`.
 const float* as_f32(const Tensor& t, int64_t first, int64_t count, float* into) {
@@ -145,7 +144,7 @@ const float* as_f32(const Tensor& t, int64_t first, int64_t count, float* into) 
 // A float32 or bfloat16 tensor as float32: its own data, or a widened copy.
 const float* as_f32(const Tensor& t, std::vector<float>& buffer) {
   if (t.dtype() == DType::F32) return t.f32();
-  return as_f32(t, 0, t.numel(), room(buffer, t.numel()));
+  return as_f32(t, 0, t.numel(), scratch_room(buffer, t.numel()));
 }
 
 // The bf16 mode's element-wise ops on bfloat16 operands (the op contract
@@ -194,7 +193,7 @@ void CpuBackend::linear_bf16(const Tensor& x, const Tensor& w, WeightLayout layo
   // The widened x first, then (for a bfloat16 output) the float32 products,
   // 64 bytes apart at least.
   const int64_t x_floats = x.dtype() == DType::F32 ? 0 : (n * k + 15) / 16 * 16;
-  float* const products = room(scratch_.products, x_floats + (kind == MatmulDst::Bf16 ? n * m : 0));
+  float* const products = scratch_room(scratch_.products, x_floats + (kind == MatmulDst::Bf16 ? n * m : 0));
   const float* xs = as_f32(x, 0, n * k, products);
   const float* ws = as_f32(w, scratch_.weights);
   if (kind == MatmulDst::AddIntoF32) {  // dst += x w^T + b: the bias first, then sgemm accumulates
@@ -273,7 +272,7 @@ void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor*
                   Activation::None, MatmulDst::AddIntoF32, residual.data(), WeightLayout::Packed);
     return;
   }
-  float* const sums = room(scratch_.sums, N * M);
+  float* const sums = scratch_room(scratch_.sums, N * M);
   if (bf16_rows) {
     bf16_weights_gemv(x.f32(), N, K, row_major_bf16(w, layout).data_as<const uint16_t>(), M, nullptr, sums,
                       /*accumulate=*/false);
@@ -383,7 +382,7 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, in
   const int64_t group = n * C;
   const bool widens = q.dtype() == DType::BF16 || k.dtype() == DType::BF16 || v.dtype() == DType::BF16 ||
                       out.dtype() == DType::BF16;
-  float* const copies = widens ? room(scratch_.attention, 4 * group) : nullptr;
+  float* const copies = widens ? scratch_room(scratch_.attention, 4 * group) : nullptr;
   const bool bf16_products = attention_products_ == AttentionProducts::Bf16 && q.dtype() == DType::BF16 &&
                              n >= kMinBf16AttentionQueries;
   const bool bf16_keys = bf16_products && k.dtype() == DType::BF16 && v.dtype() == DType::BF16;
